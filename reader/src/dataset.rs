@@ -1,0 +1,386 @@
+//! Opening a shard set: the manifest, the memory maps, and record access.
+
+use crate::dtype::{Element, cast_slice};
+use crate::error::{Error, Result};
+use crate::header::{HEADER_LEN, ShardHeader};
+use crate::layout::{FieldLayout, RecordLayout};
+use crate::manifest::{MANIFEST_FILE, Manifest, hex};
+use crate::writer::hash_reader;
+use memmap2::Mmap;
+use std::fs::File;
+use std::io::Read;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// An open shard set, or a split of one: a contiguous range of its rows.
+///
+/// Cloning is cheap (the maps are shared). Indices passed to its methods are
+/// relative to the view: `0..len()`.
+#[derive(Clone)]
+pub struct Dataset {
+    set: Arc<ShardSet>,
+    rows: Range<u64>,
+    split: Option<String>,
+}
+
+/// The mapped shards, shared by every view of one set.
+struct ShardSet {
+    dir: PathBuf,
+    manifest: Manifest,
+    maps: Vec<Mmap>,
+    /// First global row of each shard, plus the total at the end.
+    starts: Vec<u64>,
+    /// Rows per shard when every shard but the last holds the same count,
+    /// which turns the shard lookup into a division.
+    uniform_rows: Option<u64>,
+    stride: usize,
+}
+
+impl Dataset {
+    /// Opens the shard set in `dir`: parses `manifest.json`, memory-maps every
+    /// shard and checks each header (magic, version, stride, row count, layout
+    /// digest) and file size against the manifest. Use [`Dataset::verify`] to
+    /// also check every byte.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref().to_path_buf();
+        let manifest_path = dir.join(MANIFEST_FILE);
+        let bytes = read_manifest(&manifest_path)?;
+        let manifest = Manifest::parse(&bytes, &manifest_path)?;
+        let digest = manifest.layout.digest();
+        let stride = manifest.layout.stride;
+        let mut maps = Vec::with_capacity(manifest.shards.len());
+        let mut starts = Vec::with_capacity(manifest.shards.len() + 1);
+        let mut next = 0u64;
+        for info in &manifest.shards {
+            let path = dir.join(&info.file);
+            let file = match File::open(&path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(Error::MissingShard { path });
+                }
+                Err(e) => return Err(Error::io(&path, e)),
+            };
+            let actual = file.metadata().map_err(|e| Error::io(&path, e))?.len();
+            if actual != info.bytes {
+                return Err(Error::Size {
+                    path,
+                    expected: info.bytes,
+                    actual,
+                });
+            }
+            // SAFETY: a published shard file is immutable: writers create new
+            // files and never modify or truncate one that may be mapped
+            // (docs/FORMAT.md, "Immutability"). The size was checked above,
+            // and every access below goes through bounds-checked slices.
+            let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(&path, e))?;
+            let header = ShardHeader::decode(&map, &path)?;
+            if header.stride != stride {
+                return Err(Error::header(
+                    &path,
+                    format!("stride {} but the manifest says {stride}", header.stride),
+                ));
+            }
+            if header.rows != info.rows {
+                return Err(Error::header(
+                    &path,
+                    format!("{} rows but the manifest says {}", header.rows, info.rows),
+                ));
+            }
+            if header.layout_digest != digest {
+                return Err(Error::header(
+                    &path,
+                    format!(
+                        "layout digest {} does not match the manifest's layout {}",
+                        hex(&header.layout_digest),
+                        hex(&digest)
+                    ),
+                ));
+            }
+            maps.push(map);
+            starts.push(next);
+            next += info.rows;
+        }
+        starts.push(next);
+        let uniform_rows = match manifest.shards.split_last() {
+            Some((_, rest)) if !rest.is_empty() => {
+                let r = rest[0].rows;
+                rest.iter().all(|s| s.rows == r).then_some(r)
+            }
+            _ => None,
+        };
+        let total = manifest.rows;
+        let set = ShardSet {
+            dir,
+            maps,
+            starts,
+            uniform_rows,
+            stride: usize::try_from(stride)
+                .map_err(|_| Error::manifest(&manifest_path, "stride does not fit in memory"))?,
+            manifest,
+        };
+        Ok(Dataset {
+            set: Arc::new(set),
+            rows: 0..total,
+            split: None,
+        })
+    }
+
+    /// The split named `name` of this set, as its own view.
+    pub fn split(&self, name: &str) -> Result<Dataset> {
+        let m = &self.set.manifest;
+        let s = m.split(name).ok_or_else(|| {
+            let names: Vec<&str> = m.splits.iter().map(|s| s.name.as_str()).collect();
+            Error::InvalidArgument(format!(
+                "{}: no split named {name:?} (splits: {})",
+                self.set.dir.display(),
+                names.join(", ")
+            ))
+        })?;
+        Ok(Dataset {
+            set: Arc::clone(&self.set),
+            rows: s.start..s.start + s.rows,
+            split: Some(s.name.clone()),
+        })
+    }
+
+    /// Checks the blake3 of every shard file against the manifest.
+    pub fn verify(&self) -> Result<()> {
+        for info in &self.set.manifest.shards {
+            let path = self.set.dir.join(&info.file);
+            let mut f = File::open(&path).map_err(|e| Error::io(&path, e))?;
+            let actual = hash_reader(&mut f).map_err(|e| Error::io(&path, e))?;
+            if actual != info.blake3 {
+                return Err(Error::Checksum {
+                    path,
+                    expected: info.blake3.clone(),
+                    actual,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Number of records in this view.
+    pub fn len(&self) -> u64 {
+        self.rows.end - self.rows.start
+    }
+
+    /// True when the view holds no records.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The view's rows as a range of the whole set's rows.
+    pub fn row_range(&self) -> Range<u64> {
+        self.rows.clone()
+    }
+
+    /// The split this view is, if it was made by [`Dataset::split`].
+    pub fn split_name(&self) -> Option<&str> {
+        self.split.as_deref()
+    }
+
+    /// The manifest of the whole set.
+    pub fn manifest(&self) -> &Manifest {
+        &self.set.manifest
+    }
+
+    /// The record layout.
+    pub fn layout(&self) -> &RecordLayout {
+        &self.set.manifest.layout
+    }
+
+    /// Bytes per record.
+    pub fn stride(&self) -> usize {
+        self.set.stride
+    }
+
+    /// The shard-set directory.
+    pub fn dir(&self) -> &Path {
+        &self.set.dir
+    }
+
+    /// The bytes of record `i` of this view, straight from the map.
+    pub fn record(&self, i: u64) -> Option<&[u8]> {
+        if i >= self.len() {
+            return None;
+        }
+        Some(self.set.record(self.rows.start + i))
+    }
+
+    /// A typed, zero-copy view of field `name` of record `i`.
+    pub fn field<T: Element>(&self, i: u64, name: &str) -> Result<&[T]> {
+        let f = field_of::<T>(self.layout(), name)?;
+        let rec = self.record(i).ok_or_else(|| {
+            Error::InvalidArgument(format!("record {i} is out of range (len {})", self.len()))
+        })?;
+        field_slice(rec, f)
+    }
+
+    /// Records `range` of this view as one slice of the map, when they lie in
+    /// one shard (zero copies); `None` when the range spans shards or is out
+    /// of bounds.
+    pub fn records(&self, range: Range<u64>) -> Option<&[u8]> {
+        if range.start > range.end || range.end > self.len() {
+            return None;
+        }
+        let a = self.rows.start + range.start;
+        let b = self.rows.start + range.end;
+        let s = self.set.shard_of(a);
+        if b > self.set.starts[s + 1] {
+            return None;
+        }
+        let off = HEADER_LEN + (a - self.set.starts[s]) as usize * self.set.stride;
+        self.set.maps[s].get(off..off + (b - a) as usize * self.set.stride)
+    }
+
+    /// Copies records `start..start + n` of this view (which may span shards)
+    /// into `out`, which must be `n * stride` bytes.
+    pub fn copy_records(&self, start: u64, out: &mut [u8]) -> Result<()> {
+        let stride = self.set.stride;
+        let n = (out.len() / stride) as u64;
+        if out.len() % stride != 0 || start.checked_add(n).is_none_or(|e| e > self.len()) {
+            return Err(Error::InvalidArgument(format!(
+                "copy of {} bytes from record {start} does not fit a view of {} records",
+                out.len(),
+                self.len()
+            )));
+        }
+        self.set.copy_run(self.rows.start + start, out);
+        Ok(())
+    }
+
+    /// Copies the records at `indices` (of this view) into consecutive slots of
+    /// `out`, which must be `indices.len() * stride` bytes.
+    pub fn gather(&self, indices: &[u64], out: &mut [u8]) -> Result<()> {
+        if out.len() != indices.len() * self.set.stride {
+            return Err(Error::InvalidArgument(format!(
+                "gather of {} records needs {} bytes, got {}",
+                indices.len(),
+                indices.len() * self.set.stride,
+                out.len()
+            )));
+        }
+        if let Some(&bad) = indices.iter().find(|&&i| i >= self.len()) {
+            return Err(Error::InvalidArgument(format!(
+                "record {bad} is out of range (len {})",
+                self.len()
+            )));
+        }
+        self.set.gather(self.rows.start, indices, out);
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Dataset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dataset")
+            .field("dir", &self.set.dir)
+            .field("split", &self.split)
+            .field("rows", &self.rows)
+            .field("stride", &self.set.stride)
+            .field("shards", &self.set.maps.len())
+            .finish()
+    }
+}
+
+impl ShardSet {
+    /// The shard holding global row `row` (which must be in range).
+    #[inline]
+    fn shard_of(&self, row: u64) -> usize {
+        match self.uniform_rows {
+            Some(r) => ((row / r) as usize).min(self.maps.len() - 1),
+            None => self.starts.partition_point(|&s| s <= row) - 1,
+        }
+    }
+
+    #[inline]
+    fn record(&self, row: u64) -> &[u8] {
+        let s = self.shard_of(row);
+        let off = HEADER_LEN + (row - self.starts[s]) as usize * self.stride;
+        &self.maps[s][off..off + self.stride]
+    }
+
+    /// Copies consecutive global rows starting at `row` into `out`.
+    fn copy_run(&self, mut row: u64, mut out: &mut [u8]) {
+        while !out.is_empty() {
+            let s = self.shard_of(row);
+            let in_shard = (self.starts[s + 1] - row) as usize;
+            let n = in_shard.min(out.len() / self.stride);
+            let off = HEADER_LEN + (row - self.starts[s]) as usize * self.stride;
+            let (head, tail) = out.split_at_mut(n * self.stride);
+            head.copy_from_slice(&self.maps[s][off..off + n * self.stride]);
+            out = tail;
+            row += n as u64;
+        }
+    }
+
+    /// Gathers rows `base + indices[j]` into slot `j` of `out`, issuing a
+    /// prefetch a few records ahead: random access is bound by memory
+    /// latency, and keeping several misses in flight hides most of it.
+    fn gather(&self, base: u64, indices: &[u64], out: &mut [u8]) {
+        const AHEAD: usize = 8;
+        let stride = self.stride;
+        for (j, &i) in indices.iter().enumerate() {
+            if let Some(&next) = indices.get(j + AHEAD) {
+                prefetch(self.record(base + next));
+            }
+            out[j * stride..(j + 1) * stride].copy_from_slice(self.record(base + i));
+        }
+    }
+}
+
+/// Hints the CPU to start loading `bytes` into cache.
+#[inline(always)]
+fn prefetch(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // Records longer than a few cache lines are streamed by the hardware
+        // prefetcher once the first lines are touched.
+        for line in bytes.chunks(64).take(4) {
+            // SAFETY: SSE is part of the x86_64 baseline, so the intrinsic's
+            // target feature is always present; a prefetch is only a hint that
+            // never faults, and the address is inside a live slice anyway.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast()) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
+}
+
+fn read_manifest(path: &Path) -> Result<Vec<u8>> {
+    let f = File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut bytes = Vec::new();
+    f.take(crate::manifest::MAX_MANIFEST_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(path, e))?;
+    Ok(bytes)
+}
+
+/// The field `name`, checked to be viewable as `T`.
+pub(crate) fn field_of<'l, T: Element>(layout: &'l RecordLayout, name: &str) -> Result<&'l FieldLayout> {
+    let f = layout
+        .field(name)
+        .ok_or_else(|| Error::InvalidArgument(format!("no field named {name:?}")))?;
+    if !T::accepts(f.dtype) {
+        return Err(Error::InvalidArgument(format!(
+            "field {name:?} has dtype {}, which cannot be viewed as {}",
+            f.dtype,
+            std::any::type_name::<T>()
+        )));
+    }
+    Ok(f)
+}
+
+/// Field `f` of one record's bytes, typed.
+pub(crate) fn field_slice<'a, T: Element>(record: &'a [u8], f: &FieldLayout) -> Result<&'a [T]> {
+    let off = f.offset as usize;
+    let bytes = record
+        .get(off..off + f.size() as usize)
+        .ok_or_else(|| Error::InvalidArgument(format!("field {:?} is outside the record", f.name)))?;
+    cast_slice(bytes).ok_or_else(|| {
+        Error::InvalidArgument(format!("field {:?} is not aligned in memory", f.name))
+    })
+}

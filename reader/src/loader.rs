@@ -1,0 +1,365 @@
+//! The prefetching batch iterator.
+//!
+//! Batch `k` of a rank's epoch is a pure function of `(seed, epoch, k)` and the
+//! configuration. With `threads = T`, batch `k` is built by worker `k mod T`
+//! (assigned ahead of time, not taken from a shared queue), each worker pushes
+//! its batches in increasing `k` into its own bounded queue, and the consumer
+//! pops queue `k mod T` for batch `k`. The sequence of batches is therefore the
+//! same for any thread count and any prefetch depth; timing only changes how
+//! long the consumer waits.
+
+use crate::batch::{AlignedBuf, Batch, BufPool};
+use crate::dataset::Dataset;
+use crate::error::{Error, Result};
+use crate::layout::RecordLayout;
+use crate::order::{Cursor, EpochOrder, LastBatch, Schedule};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::thread::JoinHandle;
+
+/// How to cut a dataset into batches. `Default` gives a shuffled,
+/// single-rank loader with batches of 256 and two prefetch threads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoaderConfig {
+    /// Records per batch on this rank.
+    pub batch_size: u64,
+    /// Seeded permutation per epoch (true) or storage order (false).
+    pub shuffle: bool,
+    /// Shuffle seed.
+    pub seed: u64,
+    /// This rank, in `0..world_size`.
+    pub rank: u64,
+    /// Number of ranks sharing each epoch.
+    pub world_size: u64,
+    /// Policy for the last, short global batch.
+    pub last_batch: LastBatch,
+    /// Prefetch threads; 0 builds batches on the consuming thread.
+    pub threads: usize,
+    /// Batches each thread may build ahead (at least 1).
+    pub prefetch: usize,
+    /// Which of `num_workers` interleaved sub-streams this loader yields:
+    /// batches `k` with `k % num_workers == worker`. For data-loader worker
+    /// processes; leave at 0 of 1 otherwise.
+    pub worker: u64,
+    /// Number of interleaved sub-streams (see `worker`).
+    pub num_workers: u64,
+}
+
+impl Default for LoaderConfig {
+    fn default() -> Self {
+        LoaderConfig {
+            batch_size: 256,
+            shuffle: true,
+            seed: 0,
+            rank: 0,
+            world_size: 1,
+            last_batch: LastBatch::Drop,
+            threads: 2,
+            prefetch: 2,
+            worker: 0,
+            num_workers: 1,
+        }
+    }
+}
+
+/// Streams batches of one dataset view for one rank.
+#[derive(Clone, Debug)]
+pub struct Loader {
+    ds: Dataset,
+    cfg: LoaderConfig,
+    schedule: Schedule,
+    layout: Arc<RecordLayout>,
+}
+
+impl Loader {
+    /// Checks the configuration against the dataset.
+    pub fn new(ds: &Dataset, cfg: LoaderConfig) -> Result<Self> {
+        let schedule = Schedule::new(
+            ds.len(),
+            cfg.batch_size,
+            cfg.rank,
+            cfg.world_size,
+            cfg.last_batch,
+        )?;
+        if cfg.num_workers == 0 || cfg.worker >= cfg.num_workers {
+            return Err(Error::InvalidArgument(format!(
+                "worker {} is not in 0..num_workers ({})",
+                cfg.worker, cfg.num_workers
+            )));
+        }
+        if cfg.threads > 256 {
+            return Err(Error::InvalidArgument(format!(
+                "threads = {} (at most 256)",
+                cfg.threads
+            )));
+        }
+        let buf_bytes = cfg.batch_size.checked_mul(ds.stride() as u64);
+        if buf_bytes.is_none_or(|b| b > (1 << 40)) {
+            return Err(Error::InvalidArgument(format!(
+                "batch_size {} x stride {} is too large",
+                cfg.batch_size,
+                ds.stride()
+            )));
+        }
+        Ok(Loader {
+            layout: Arc::new(ds.layout().clone()),
+            ds: ds.clone(),
+            cfg,
+            schedule,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LoaderConfig {
+        &self.cfg
+    }
+
+    /// The rank's batch schedule.
+    pub fn schedule(&self) -> &Schedule {
+        &self.schedule
+    }
+
+    /// The dataset view.
+    pub fn dataset(&self) -> &Dataset {
+        &self.ds
+    }
+
+    /// Batches this loader yields in a whole epoch.
+    pub fn len(&self) -> u64 {
+        self.len_from(0)
+    }
+
+    /// True when an epoch yields no batch.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn len_from(&self, start: u64) -> u64 {
+        let total = self.schedule.batches_from(start);
+        let (w, nw) = (self.cfg.worker, self.cfg.num_workers);
+        total / nw + u64::from(total % nw > w)
+    }
+
+    /// Iterates over epoch `epoch` from its start.
+    pub fn epoch(&self, epoch: u64) -> Batches {
+        self.start(Cursor {
+            seed: self.cfg.seed,
+            epoch,
+            position: 0,
+        })
+    }
+
+    /// Continues from a saved cursor. The cursor's seed must be the loader's;
+    /// its position must be a global-batch boundary of *some* world size, which
+    /// any cursor taken from [`Batches::cursor`] is.
+    pub fn resume(&self, cursor: Cursor) -> Result<Batches> {
+        if cursor.seed != self.cfg.seed {
+            return Err(Error::InvalidArgument(format!(
+                "cursor seed {} differs from the loader's seed {}",
+                cursor.seed, self.cfg.seed
+            )));
+        }
+        if cursor.position > self.ds.len() {
+            return Err(Error::InvalidArgument(format!(
+                "cursor position {} is past the end of the epoch ({} records)",
+                cursor.position,
+                self.ds.len()
+            )));
+        }
+        Ok(self.start(cursor))
+    }
+
+    fn start(&self, cursor: Cursor) -> Batches {
+        let job = Arc::new(Job {
+            ds: self.ds.clone(),
+            order: EpochOrder::new(self.ds.len(), self.cfg.shuffle, cursor.seed, cursor.epoch),
+            schedule: self.schedule,
+            start: cursor.position,
+            worker: self.cfg.worker,
+            num_workers: self.cfg.num_workers,
+            layout: Arc::clone(&self.layout),
+        });
+        let total = self.len_from(cursor.position);
+        let threads = self.cfg.threads.min(total as usize);
+        let prefetch = self.cfg.prefetch.max(1);
+        let pool = BufPool::new(threads.max(1) * (prefetch + 1) + 2);
+        let mut queues = Vec::with_capacity(threads);
+        let mut handles = Vec::with_capacity(threads);
+        for t in 0..threads {
+            let (tx, rx) = sync_channel(prefetch);
+            let job = Arc::clone(&job);
+            let pool = Arc::clone(&pool);
+            let spawned = std::thread::Builder::new()
+                .name(format!("tessera-prefetch-{t}"))
+                .spawn(move || produce(&job, &pool, t as u64, threads as u64, total, tx));
+            match spawned {
+                Ok(h) => {
+                    queues.push(rx);
+                    handles.push(h);
+                }
+                // Could not start a thread: build the rest on the consumer.
+                Err(_) => break,
+            }
+        }
+        if queues.len() != threads {
+            queues.clear();
+            for h in handles.drain(..) {
+                let _ = h.join();
+            }
+        }
+        Batches {
+            job,
+            pool,
+            queues,
+            handles,
+            next: 0,
+            total,
+            cursor,
+        }
+    }
+}
+
+/// Everything needed to build any batch of one epoch on one rank.
+struct Job {
+    ds: Dataset,
+    order: EpochOrder,
+    schedule: Schedule,
+    start: u64,
+    worker: u64,
+    num_workers: u64,
+    layout: Arc<RecordLayout>,
+}
+
+impl Job {
+    /// Rank batch index of this loader's `j`-th batch.
+    fn rank_batch(&self, j: u64) -> u64 {
+        self.worker + j * self.num_workers
+    }
+
+    /// Builds this loader's `j`-th batch.
+    fn build(&self, j: u64, pool: &Arc<BufPool>, scratch: &mut Vec<u64>) -> Batch {
+        let k = self.rank_batch(j);
+        let positions = self.schedule.batch_positions(self.start, k);
+        let rows = (positions.end - positions.start) as usize;
+        let stride = self.ds.stride();
+        let n = self.order.len();
+        let mut buf = pool.take();
+        buf.resize(rows * stride);
+        let out = buf.bytes_mut();
+        if self.order.is_sequential() {
+            // Contiguous runs of the epoch (two when a padded batch wraps).
+            let mut pos = positions.start;
+            let mut filled = 0usize;
+            while pos < positions.end {
+                let at = pos % n;
+                let run = ((positions.end - pos).min(n - at)) as usize;
+                let dst = &mut out[filled * stride..(filled + run) * stride];
+                // In range by construction: at + run <= n.
+                let _ = self.ds.copy_records(at, dst);
+                filled += run;
+                pos += run as u64;
+            }
+        } else {
+            scratch.clear();
+            scratch.extend(positions.map(|p| self.order.get(p % n)));
+            // In range by construction: the order maps into 0..n.
+            let _ = self.ds.gather(scratch, out);
+        }
+        Batch::new(buf, Some(Arc::clone(pool)), rows, Arc::clone(&self.layout), k)
+    }
+}
+
+fn produce(job: &Job, pool: &Arc<BufPool>, t: u64, threads: u64, total: u64, tx: SyncSender<Batch>) {
+    let mut scratch = Vec::new();
+    let mut j = t;
+    while j < total {
+        if tx.send(job.build(j, pool, &mut scratch)).is_err() {
+            return; // the consumer went away
+        }
+        j += threads;
+    }
+}
+
+/// The batches of one epoch for one rank, in order. Dropping it stops the
+/// prefetch threads.
+pub struct Batches {
+    job: Arc<Job>,
+    pool: Arc<BufPool>,
+    queues: Vec<Receiver<Batch>>,
+    handles: Vec<JoinHandle<()>>,
+    next: u64,
+    total: u64,
+    cursor: Cursor,
+}
+
+impl Batches {
+    /// The state after the batches yielded so far: save it, and pass it to
+    /// [`Loader::resume`] to continue exactly here.
+    pub fn cursor(&self) -> Cursor {
+        let position = if self.next == 0 {
+            self.cursor.position
+        } else {
+            let k = self.job.rank_batch(self.next - 1);
+            self.job.schedule.position_after(self.job.start, k + 1)
+        };
+        Cursor {
+            position,
+            ..self.cursor
+        }
+    }
+
+    /// Batches left in this epoch.
+    pub fn remaining(&self) -> u64 {
+        self.total - self.next
+    }
+}
+
+impl Iterator for Batches {
+    type Item = Batch;
+
+    fn next(&mut self) -> Option<Batch> {
+        if self.next >= self.total {
+            return None;
+        }
+        let j = self.next;
+        let batch = if self.queues.is_empty() {
+            let mut scratch = Vec::new();
+            self.job.build(j, &self.pool, &mut scratch)
+        } else {
+            let q = &self.queues[(j % self.queues.len() as u64) as usize];
+            match q.recv() {
+                Ok(b) => b,
+                // A worker can only vanish by panicking, which is a bug here,
+                // not a property of the data; rebuild the batch in place.
+                Err(_) => self.job.build(j, &self.pool, &mut Vec::new()),
+            }
+        };
+        self.next += 1;
+        Some(batch)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.remaining() as usize;
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for Batches {}
+
+impl Drop for Batches {
+    fn drop(&mut self) {
+        // Closing the queues makes every blocked `send` fail, so workers exit.
+        self.queues.clear();
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_send() {
+    fn is_send<T: Send>() {}
+    is_send::<Batch>();
+    is_send::<Dataset>();
+    let _ = AlignedBuf::default;
+}

@@ -1,0 +1,386 @@
+//! `manifest.json`: the description of a shard set, and its validation.
+//!
+//! Parsing works on a byte slice with no I/O, so it can be fuzzed. A manifest
+//! that passes [`Manifest::parse`] is internally consistent: sizes add up
+//! without overflow, splits partition the rows, names are safe file names.
+
+use crate::error::{Error, Result};
+use crate::header::{FORMAT_VERSION, HEADER_LEN};
+use crate::layout::RecordLayout;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The value of the manifest's `format` key.
+pub const FORMAT_NAME: &str = "tessera-shards";
+/// The manifest's file name inside a shard-set directory.
+pub const MANIFEST_FILE: &str = "manifest.json";
+/// Largest manifest a reader accepts (64 MiB).
+pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+/// Most shards a manifest may list.
+pub const MAX_SHARDS: usize = 1 << 20;
+
+/// How a shard file is stored.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    /// The file is the shard itself and is memory-mapped directly.
+    #[default]
+    None,
+}
+
+/// One shard file as the manifest records it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardInfo {
+    /// File name relative to the shard-set directory.
+    pub file: String,
+    /// Records in the shard (at least one).
+    pub rows: u64,
+    /// File size: `4096 + rows * stride`.
+    pub bytes: u64,
+    /// Lowercase hex blake3 of the whole file.
+    pub blake3: String,
+    /// How the file is stored.
+    #[serde(default)]
+    pub compression: Compression,
+}
+
+/// A named, contiguous range of rows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SplitInfo {
+    /// Split name, such as `train` or `val`.
+    pub name: String,
+    /// First row of the split in the shard set.
+    pub start: u64,
+    /// Rows in the split.
+    pub rows: u64,
+}
+
+/// The parsed manifest of a shard set.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Always [`FORMAT_NAME`].
+    pub format: String,
+    /// Always [`FORMAT_VERSION`] for this crate.
+    pub format_version: u64,
+    /// Content hash naming the artifact (hex), or empty when not built by the
+    /// compiler.
+    #[serde(default)]
+    pub artifact_hash: String,
+    /// Human-readable dataset name.
+    #[serde(default)]
+    pub name: String,
+    /// Program and version that wrote the set.
+    #[serde(default)]
+    pub created_by: String,
+    /// The record layout.
+    pub layout: RecordLayout,
+    /// Hex blake3 of the layout's canonical text; equals the digest in every
+    /// shard header.
+    pub layout_digest: String,
+    /// Total records over all shards.
+    pub rows: u64,
+    /// Shards in row order.
+    pub shards: Vec<ShardInfo>,
+    /// Splits in row order; they partition `0..rows`.
+    pub splits: Vec<SplitInfo>,
+    /// Frozen transform statistics (free-form JSON written by the compiler).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub stats: serde_json::Value,
+    /// The canonical spec the set was built from (free-form JSON).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub spec: serde_json::Value,
+    /// Fingerprints of the input files (free-form JSON).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub inputs: serde_json::Value,
+    /// Build information (free-form JSON).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub build: serde_json::Value,
+}
+
+impl Manifest {
+    /// A manifest for a set with this layout, shards and splits; the optional
+    /// JSON parts start empty. Fails if the pieces are inconsistent.
+    pub fn new(
+        layout: RecordLayout,
+        shards: Vec<ShardInfo>,
+        splits: Vec<SplitInfo>,
+    ) -> Result<Self> {
+        let rows = shards
+            .iter()
+            .try_fold(0u64, |acc, s| acc.checked_add(s.rows))
+            .ok_or_else(|| Error::InvalidArgument("row count overflows".into()))?;
+        let m = Manifest {
+            format: FORMAT_NAME.into(),
+            format_version: u64::from(FORMAT_VERSION),
+            artifact_hash: String::new(),
+            name: String::new(),
+            created_by: format!("tessera-reader {}", env!("CARGO_PKG_VERSION")),
+            layout_digest: hex(&layout.digest()),
+            layout,
+            rows,
+            shards,
+            splits,
+            stats: serde_json::Value::Null,
+            spec: serde_json::Value::Null,
+            inputs: serde_json::Value::Null,
+            build: serde_json::Value::Null,
+        };
+        m.validate(Path::new(MANIFEST_FILE))?;
+        Ok(m)
+    }
+
+    /// Parses and validates manifest bytes. `path` is only used in errors.
+    pub fn parse(bytes: &[u8], path: &Path) -> Result<Self> {
+        if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+            return Err(Error::manifest(
+                path,
+                format!("{} bytes is larger than the {MAX_MANIFEST_BYTES}-byte limit", bytes.len()),
+            ));
+        }
+        // Check the format and version before the full structure, so that a
+        // future version gives a version error rather than a schema error.
+        let probe: serde_json::Value = serde_json::from_slice(bytes)
+            .map_err(|e| Error::manifest(path, format!("not valid JSON: {e}")))?;
+        match probe.get("format").and_then(|v| v.as_str()) {
+            Some(FORMAT_NAME) => {}
+            Some(other) => {
+                return Err(Error::manifest(
+                    path,
+                    format!("key `format` is {other:?}, expected {FORMAT_NAME:?}"),
+                ));
+            }
+            None => {
+                return Err(Error::manifest(
+                    path,
+                    format!("key `format` is missing or not a string (expected {FORMAT_NAME:?})"),
+                ));
+            }
+        }
+        match probe.get("format_version").and_then(|v| v.as_u64()) {
+            Some(v) if v == u64::from(FORMAT_VERSION) => {}
+            Some(v) => {
+                return Err(Error::UnsupportedVersion {
+                    path: path.to_path_buf(),
+                    found: v,
+                    supported: FORMAT_VERSION,
+                });
+            }
+            None => {
+                return Err(Error::manifest(
+                    path,
+                    "key `format_version` is missing or not an unsigned integer",
+                ));
+            }
+        }
+        let m: Manifest = serde_json::from_value(probe)
+            .map_err(|e| Error::manifest(path, e.to_string()))?;
+        m.validate(path)?;
+        Ok(m)
+    }
+
+    /// Serializes the manifest as pretty JSON with a trailing newline.
+    pub fn to_json(&self) -> Vec<u8> {
+        // Serializing plain structs and `serde_json::Value`s cannot fail.
+        let mut v = serde_json::to_vec_pretty(self).unwrap_or_default();
+        v.push(b'\n');
+        v
+    }
+
+    /// Checks every invariant listed in docs/FORMAT.md.
+    pub fn validate(&self, path: &Path) -> Result<()> {
+        let bad = |reason: String| Error::manifest(path, reason);
+        if self.format != FORMAT_NAME {
+            return Err(bad(format!("key `format` is {:?}", self.format)));
+        }
+        if self.format_version != u64::from(FORMAT_VERSION) {
+            return Err(Error::UnsupportedVersion {
+                path: path.to_path_buf(),
+                found: self.format_version,
+                supported: FORMAT_VERSION,
+            });
+        }
+        self.layout
+            .validate()
+            .map_err(|e| bad(format!("key `layout`: {e}")))?;
+        let digest = hex(&self.layout.digest());
+        if self.layout_digest != digest {
+            return Err(bad(format!(
+                "key `layout_digest` is {:?} but the layout hashes to {digest}",
+                self.layout_digest
+            )));
+        }
+        if self.shards.len() > MAX_SHARDS {
+            return Err(bad(format!("{} shards is over the limit of {MAX_SHARDS}", self.shards.len())));
+        }
+        let mut total = 0u64;
+        for (i, s) in self.shards.iter().enumerate() {
+            let key = format!("shards[{i}]");
+            check_file_name(&s.file).map_err(|r| bad(format!("{key}.file: {r}")))?;
+            if self.shards[..i].iter().any(|t| t.file == s.file) {
+                return Err(bad(format!("{key}.file {:?} is listed twice", s.file)));
+            }
+            if s.rows == 0 {
+                return Err(bad(format!("{key} ({}) has 0 rows", s.file)));
+            }
+            let expected = s
+                .rows
+                .checked_mul(self.layout.stride)
+                .and_then(|b| b.checked_add(HEADER_LEN as u64));
+            if expected != Some(s.bytes) {
+                return Err(bad(format!(
+                    "{key} ({}): bytes {} != 4096 + rows {} * stride {}",
+                    s.file, s.bytes, s.rows, self.layout.stride
+                )));
+            }
+            if !is_hex_digest(&s.blake3) {
+                return Err(bad(format!(
+                    "{key}.blake3 {:?} is not 64 lowercase hex digits",
+                    s.blake3
+                )));
+            }
+            total = total
+                .checked_add(s.rows)
+                .ok_or_else(|| bad("total row count overflows".into()))?;
+        }
+        if total != self.rows {
+            return Err(bad(format!(
+                "key `rows` is {} but the shards hold {total}",
+                self.rows
+            )));
+        }
+        if self.splits.is_empty() {
+            return Err(bad("key `splits` is empty; a set has at least one split".into()));
+        }
+        let mut next = 0u64;
+        for (i, s) in self.splits.iter().enumerate() {
+            if s.name.is_empty() {
+                return Err(bad(format!("splits[{i}].name is empty")));
+            }
+            if self.splits[..i].iter().any(|t| t.name == s.name) {
+                return Err(bad(format!("split {:?} is listed twice", s.name)));
+            }
+            if s.start != next {
+                return Err(bad(format!(
+                    "split {:?} starts at row {} but the previous split ends at {next}",
+                    s.name, s.start
+                )));
+            }
+            next = next
+                .checked_add(s.rows)
+                .ok_or_else(|| bad("split rows overflow".into()))?;
+        }
+        if next != self.rows {
+            return Err(bad(format!(
+                "splits cover {next} rows but the set holds {}",
+                self.rows
+            )));
+        }
+        Ok(())
+    }
+
+    /// Looks a split up by name.
+    pub fn split(&self, name: &str) -> Option<&SplitInfo> {
+        self.splits.iter().find(|s| s.name == name)
+    }
+}
+
+/// Lowercase hex of a byte string.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        s.push(DIGITS[usize::from(b >> 4)] as char);
+        s.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    s
+}
+
+fn is_hex_digest(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Shard names are plain file names, so a manifest cannot point outside its
+/// directory.
+fn check_file_name(name: &str) -> std::result::Result<(), String> {
+    if name.is_empty() || name.len() > 255 {
+        return Err("must be 1 to 255 characters".into());
+    }
+    if name.starts_with('.') {
+        return Err(format!("{name:?} starts with a dot"));
+    }
+    if !name
+        .bytes()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+    {
+        return Err(format!(
+            "{name:?} may only contain ASCII letters, digits, '.', '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+    use crate::layout::FieldSpec;
+
+    fn sample() -> Manifest {
+        let layout = RecordLayout::packed(&[FieldSpec::new("x", DType::F32, &[4])]).unwrap();
+        let shard = |file: &str, rows: u64| ShardInfo {
+            file: file.into(),
+            rows,
+            bytes: 4096 + rows * 16,
+            blake3: "ab".repeat(32),
+            compression: Compression::None,
+        };
+        Manifest::new(
+            layout,
+            vec![shard("shard-00000.bin", 10), shard("shard-00001.bin", 5)],
+            vec![
+                SplitInfo { name: "train".into(), start: 0, rows: 12 },
+                SplitInfo { name: "val".into(), start: 12, rows: 3 },
+            ],
+        )
+        .unwrap()
+    }
+
+    fn reparse(m: &Manifest) -> Result<Manifest> {
+        Manifest::parse(&m.to_json(), Path::new("m.json"))
+    }
+
+    #[test]
+    fn round_trip() {
+        let m = sample();
+        assert_eq!(reparse(&m).unwrap(), m);
+    }
+
+    #[test]
+    fn rejects_inconsistencies() {
+        let mut m = sample();
+        m.rows = 16;
+        assert!(reparse(&m).unwrap_err().to_string().contains("shards hold 15"));
+        let mut m = sample();
+        m.shards[1].bytes += 1;
+        assert!(reparse(&m).unwrap_err().to_string().contains("shards[1]"));
+        let mut m = sample();
+        m.shards[0].file = "../etc/passwd".into();
+        assert!(reparse(&m).is_err());
+        let mut m = sample();
+        m.splits[1].start = 13;
+        assert!(reparse(&m).unwrap_err().to_string().contains("starts at row 13"));
+        let mut m = sample();
+        m.layout.stride = 32;
+        assert!(reparse(&m).unwrap_err().to_string().contains("layout_digest"));
+        let mut m = sample();
+        m.format_version = 2;
+        assert!(matches!(reparse(&m), Err(Error::UnsupportedVersion { found: 2, .. })));
+        let mut m = sample();
+        m.shards[0].blake3 = "XYZ".into();
+        assert!(reparse(&m).unwrap_err().to_string().contains("blake3"));
+        assert!(Manifest::parse(b"{", Path::new("m.json")).is_err());
+        assert!(Manifest::parse(b"[]", Path::new("m.json")).is_err());
+    }
+}
