@@ -1,1 +1,270 @@
-fn main() {}
+//! The `tessera` command line: build, inspect, head, verify, cache, bench.
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use tessera::bench::{self, BenchOptions};
+use tessera::build::{BuildOptions, build};
+use tessera::cache::Cache;
+use tessera::progress::ProgressMode;
+use tessera_reader::Dataset;
+
+#[derive(Parser)]
+#[command(name = "tessera", version, about = "Compile a YAML dataset spec into content-hashed, fixed-stride shards, and inspect them")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build a spec into a shard set (or return the cached one).
+    Build {
+        /// The spec file.
+        spec: PathBuf,
+        /// Artifact cache directory (default: $TESSERA_CACHE_DIR, then ~/.cache/tessera/artifacts).
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+        /// Build threads (default: all cores). Never changes the output.
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Print one JSON object on stdout (progress still goes to stderr).
+        #[arg(long)]
+        json: bool,
+        /// No progress output.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Describe a shard set: layout, splits, shards, statistics.
+    Inspect {
+        /// Shard-set directory.
+        path: PathBuf,
+        /// Print the manifest as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the first records, decoded.
+    Head {
+        /// Shard-set directory.
+        path: PathBuf,
+        /// Records to print.
+        #[arg(short, default_value_t = 10)]
+        n: u64,
+        /// Only this split.
+        #[arg(long)]
+        split: Option<String>,
+    },
+    /// Check every shard's blake3 against the manifest.
+    Verify {
+        /// Shard-set directory.
+        path: PathBuf,
+    },
+    /// Manage the artifact cache.
+    Cache {
+        #[command(subcommand)]
+        action: CacheAction,
+        /// Artifact cache directory.
+        #[arg(long, global = true)]
+        cache_dir: Option<PathBuf>,
+    },
+    /// Measure loader throughput and the data stall for a simulated step time.
+    Bench {
+        /// Shard-set directory.
+        path: PathBuf,
+        /// Records per batch.
+        #[arg(long, default_value_t = 4096)]
+        batch_size: u64,
+        /// Shuffled order (default: sequential).
+        #[arg(long)]
+        shuffle: bool,
+        /// Prefetch threads.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        /// Batches each thread builds ahead.
+        #[arg(long, default_value_t = 2)]
+        prefetch: usize,
+        /// Simulated training step per batch, milliseconds.
+        #[arg(long, default_value_t = 0.0)]
+        step_ms: f64,
+        /// Epochs.
+        #[arg(long, default_value_t = 1)]
+        epochs: u64,
+        /// Only this split.
+        #[arg(long)]
+        split: Option<String>,
+        /// Shuffle seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum CacheAction {
+    /// List cached artifacts.
+    Ls {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove artifacts: keep the newest K and/or remove those older than D.
+    Gc {
+        /// Keep this many newest artifacts.
+        #[arg(long)]
+        keep: Option<usize>,
+        /// Remove artifacts older than this (e.g. 30m, 12h, 7d).
+        #[arg(long, value_parser = parse_age)]
+        older_than: Option<std::time::Duration>,
+        /// Only print what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+fn parse_age(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("{s:?}: expected a number with a unit, e.g. 7d"))?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" | "" => n * 86400,
+        "w" => n * 7 * 86400,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use s, m, h, d or w)")),
+    };
+    Ok(std::time::Duration::from_secs(secs))
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn open(path: &PathBuf, split: Option<&str>) -> Result<Dataset> {
+    let ds = Dataset::open(path)?;
+    Ok(match split {
+        Some(s) => ds.split(s)?,
+        None => ds,
+    })
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Build { spec, cache_dir, threads, json, quiet } => {
+            let opts = BuildOptions {
+                cache_dir,
+                threads,
+                progress: if quiet { ProgressMode::Quiet } else { ProgressMode::Auto },
+            };
+            let report = build(&spec, &opts)?;
+            if json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                let rows: Vec<String> = report.rows.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                if report.cache_hit {
+                    println!("cache hit in {:.3}s", report.seconds.get("total").copied().unwrap_or(0.0));
+                } else {
+                    let s = &report.scan;
+                    println!(
+                        "built in {:.2}s: {} rows scanned, {} kept ({}), {} row groups pruned of {}, {:.1} MB written",
+                        report.seconds.get("total").copied().unwrap_or(0.0),
+                        s.rows_scanned,
+                        report.rows_kept,
+                        rows.join(" "),
+                        s.row_groups_pruned,
+                        s.row_groups_pruned + s.row_groups_matched,
+                        report.bytes as f64 / 1e6
+                    );
+                    let stages: Vec<String> = report
+                        .seconds
+                        .iter()
+                        .filter(|(k, _)| k.as_str() != "total")
+                        .map(|(k, v)| format!("{k} {v:.2}s"))
+                        .collect();
+                    println!("stages: {}", stages.join(", "));
+                }
+                println!("hash: {}", report.hash);
+                println!("path: {}", report.path.display());
+            }
+        }
+        Command::Inspect { path, json } => {
+            let ds = open(&path, None)?;
+            if json {
+                println!("{}", String::from_utf8_lossy(&ds.manifest().to_json()));
+            } else {
+                print!("{}", tessera::inspect::summary(&ds));
+            }
+        }
+        Command::Head { path, n, split } => {
+            let ds = open(&path, split.as_deref())?;
+            print!("{}", tessera::inspect::head(&ds, n));
+        }
+        Command::Verify { path } => {
+            let ds = open(&path, None)?;
+            ds.verify()?;
+            println!(
+                "ok: {} shard(s), {} rows verified",
+                ds.manifest().shards.len(),
+                ds.manifest().rows
+            );
+        }
+        Command::Cache { action, cache_dir } => {
+            let cache = Cache::resolve(cache_dir.as_deref())?;
+            match action {
+                CacheAction::Ls { json } => {
+                    let entries = cache.list()?;
+                    if json {
+                        println!("{}", serde_json::to_string(&entries)?);
+                    } else {
+                        print!("{}", tessera::cache::format_listing(&entries));
+                    }
+                }
+                CacheAction::Gc { keep, older_than, dry_run } => {
+                    if keep.is_none() && older_than.is_none() {
+                        bail!("cache gc needs --keep K and/or --older-than D");
+                    }
+                    let removed = cache.gc(keep, older_than, dry_run)?;
+                    let verb = if dry_run { "would remove" } else { "removed" };
+                    println!("{verb} {} artifact(s)", removed.len());
+                    print!("{}", tessera::cache::format_listing(&removed));
+                }
+            }
+        }
+        Command::Bench { path, batch_size, shuffle, threads, prefetch, step_ms, epochs, split, seed, json } => {
+            let ds = open(&path, split.as_deref()).with_context(|| format!("opening {}", path.display()))?;
+            let r = bench::run(&ds, &BenchOptions { batch_size, shuffle, threads, prefetch, step_ms, epochs, seed })?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!(
+                    "{} samples in {:.3}s: {:.0} samples/s, {:.2} GB/s ({}, batch {}, {} thread(s))",
+                    r.samples,
+                    r.seconds,
+                    r.samples_per_sec,
+                    r.gb_per_sec,
+                    if shuffle { "shuffled" } else { "sequential" },
+                    batch_size,
+                    threads
+                );
+                if step_ms > 0.0 {
+                    println!(
+                        "step {step_ms} ms: data stall {:.1}% of wall time ({})",
+                        r.stall_fraction * 100.0,
+                        if r.stall_fraction > 0.05 { "the loader is the bottleneck" } else { "the model is the bottleneck" }
+                    );
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

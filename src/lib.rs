@@ -1,0 +1,24 @@
+//! # tessera
+//!
+//! A declarative dataset compiler: a YAML spec (sources, query, filter, fields
+//! with transforms, splits, shards) is compiled through Apache DataFusion into
+//! a filtered, pre-transformed, content-hashed shard set in the flat,
+//! fixed-stride format of the [`tessera_reader`] crate, which streams it into
+//! training loops.
+//!
+//! The pieces, in pipeline order: [`spec`] parses and validates the spec;
+//! [`fingerprint`] hashes inputs; [`cache`] finds or publishes artifacts;
+//! [`plan`] (the only module that touches DataFusion) runs the statistics and
+//! encode tasks; [`build`] drives them; [`inspect`] and [`bench`] serve the CLI.
+
+pub mod bench;
+pub mod build;
+pub mod cache;
+pub mod fingerprint;
+pub mod inspect;
+pub mod plan;
+pub mod progress;
+pub mod spec;
+pub mod transform;
+
+pub use build::{BuildError, BuildOptions, BuildReport, build};

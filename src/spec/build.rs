@@ -1,0 +1,482 @@
+//! Turning the YAML tree into a validated [`Spec`]: the top level, sources,
+//! split, order and shards. Fields and transforms live in `fields.rs`.
+
+use super::fields::read_fields;
+use super::read::{Ctx, Item, MapView, SpecLocations};
+use super::suggest::did_you_mean;
+use super::yaml::{Kind, Node};
+use super::{
+    CsvOptions, Order, Shards, Source, SourceFormat, Spec, SpecError, Split, is_identifier,
+};
+use std::path::{Path, PathBuf};
+
+const TOP_KEYS: &[&str] = &[
+    "version", "name", "sources", "query", "filter", "fields", "split", "order", "shards",
+];
+const SOURCE_KEYS: &[&str] = &["path", "format", "delimiter", "header", "null_values", "chunk"];
+const CSV_KEYS: &[&str] = &["delimiter", "header", "null_values"];
+const SPLIT_KEYS: &[&str] = &["key", "weights", "stats_from"];
+const ORDER_KEYS: &[&str] = &["shuffle_seed"];
+const SHARDS_KEYS: &[&str] = &["target_bytes", "compression"];
+
+/// Default shard size: 64 MiB.
+pub const DEFAULT_TARGET_BYTES: u64 = 64 << 20;
+/// Smallest accepted shard size: 64 KiB.
+pub const MIN_TARGET_BYTES: u64 = 64 << 10;
+
+/// Words that cannot name a source without quoting in SQL.
+const SQL_RESERVED: &[&str] = &[
+    "all", "and", "any", "as", "asc", "between", "by", "case", "cast", "create", "cross", "delete",
+    "desc", "distinct", "drop", "else", "end", "except", "exists", "false", "from", "full",
+    "group", "having", "in", "inner", "insert", "intersect", "is", "join", "left", "like", "limit",
+    "natural", "not", "null", "offset", "on", "or", "order", "outer", "right", "select", "table",
+    "then", "true", "union", "update", "using", "values", "when", "where", "with",
+];
+
+/// Validates the whole document. `file` is the spec path as the caller gave
+/// it (for messages), `abs_path` its absolute form.
+pub(super) fn build(root: &Node, file: &Path, abs_path: PathBuf) -> Result<Spec, SpecError> {
+    let ctx = Ctx { file };
+    let top = Item {
+        path: "",
+        node: root,
+        key_line: None,
+    };
+    if top.is_null() {
+        return Err(ctx.error("", None, "the spec is empty; it needs at least version, name, sources and fields"));
+    }
+    if !matches!(root.kind, Kind::Map(_)) {
+        return Err(ctx.error(
+            "",
+            root.line,
+            format!("a spec is a mapping of keys (version, name, sources, ...), found {}", root.kind.describe()),
+        ));
+    }
+    let map = top.any_map(&ctx)?;
+    // The version comes first: a spec written for another version may use keys
+    // this one does not know, and "unsupported version" is the useful message.
+    let version = read_version(&ctx, &map)?;
+    let map = top.map(&ctx, TOP_KEYS)?;
+
+    let name = read_name(&ctx, &map)?;
+    let sources = read_sources(&ctx, &map)?;
+    let query = optional_text(&ctx, &map, "query")?;
+    if query.is_none() && sources.len() != 1 {
+        let names: Vec<&str> = sources.iter().map(|s| s.name.as_str()).collect();
+        return Err(ctx.error(
+            "query",
+            None,
+            format!(
+                "the spec has {} sources ({}) and no query; without a query there must be exactly one source, \
+                 so add a query that combines them",
+                sources.len(),
+                names.join(", ")
+            ),
+        ));
+    }
+    let filter = optional_text(&ctx, &map, "filter")?;
+    let fields = read_fields(&ctx, &map)?;
+    let split = read_split(&ctx, &map)?;
+    let order = read_order(&ctx, &map)?;
+    let shards = read_shards(&ctx, &map)?;
+
+    Ok(Spec {
+        path: abs_path,
+        version,
+        name,
+        sources,
+        query,
+        filter,
+        fields,
+        split,
+        order,
+        shards,
+        locations: SpecLocations::from_tree(file, root),
+    })
+}
+
+fn read_version(ctx: &Ctx<'_>, map: &MapView<'_>) -> Result<u32, SpecError> {
+    let owned = map.require(ctx, "version")?;
+    let item = owned.item();
+    let version = item.integer(ctx)?;
+    if version != 1 {
+        return Err(item.error(
+            ctx,
+            format!("unsupported spec version {version}; this tessera reads version 1"),
+        ));
+    }
+    Ok(1)
+}
+
+fn read_name(ctx: &Ctx<'_>, map: &MapView<'_>) -> Result<String, SpecError> {
+    let owned = map.require(ctx, "name")?;
+    let item = owned.item();
+    let name = item.string(ctx)?;
+    let ok = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    if !ok {
+        return Err(item.error(
+            ctx,
+            format!("name {name:?} may use only letters, digits, '_', '.' and '-'"),
+        ));
+    }
+    Ok(name.to_string())
+}
+
+fn optional_text(
+    ctx: &Ctx<'_>,
+    map: &MapView<'_>,
+    key: &str,
+) -> Result<Option<String>, SpecError> {
+    match map.get_some(key) {
+        Some(owned) => Ok(Some(owned.item().text(ctx)?.to_string())),
+        None => Ok(None),
+    }
+}
+
+fn read_sources(ctx: &Ctx<'_>, map: &MapView<'_>) -> Result<Vec<Source>, SpecError> {
+    let owned = map.require(ctx, "sources")?;
+    let sources_map = owned.item().any_map(ctx)?;
+    if sources_map.entries.is_empty() {
+        return Err(owned.item().error(ctx, "needs at least one source"));
+    }
+    let mut sources: Vec<Source> = Vec::new();
+    let mut chunk_source: Option<String> = None;
+    for entry in sources_map.entries {
+        let owned = sources_map.owned(entry);
+        let item = owned.item();
+        let name = entry.key.as_str();
+        check_source_name(ctx, &item, name)?;
+        let source = read_source(ctx, &item, name)?;
+        if source.chunk {
+            if let Some(first) = &chunk_source {
+                let key = format!("{}.chunk", owned.path);
+                let line = item.any_map(ctx)?.get("chunk").and_then(|o| o.key_line);
+                return Err(ctx.error(
+                    &key,
+                    line,
+                    format!("only one source may be marked chunk: true (sources.{first} already is)"),
+                ));
+            }
+            chunk_source = Some(name.to_string());
+        }
+        sources.push(source);
+    }
+    Ok(sources)
+}
+
+fn check_source_name(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<(), SpecError> {
+    if !is_identifier(name) {
+        return Err(item.error(
+            ctx,
+            format!(
+                "source name {name:?} is not a SQL identifier (letters, digits and '_', not starting with a digit)"
+            ),
+        ));
+    }
+    if name.chars().any(|c| c.is_ascii_uppercase()) {
+        return Err(item.error(
+            ctx,
+            format!(
+                "source name {name:?} must be lower case: SQL folds unquoted names to lower case, \
+                 so a query could not refer to it as written (use {:?})",
+                name.to_ascii_lowercase()
+            ),
+        ));
+    }
+    if SQL_RESERVED.contains(&name) {
+        return Err(item.error(
+            ctx,
+            format!("source name {name:?} is a SQL keyword; choose another name"),
+        ));
+    }
+    Ok(())
+}
+
+fn read_source(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Source, SpecError> {
+    let map = item.map(ctx, SOURCE_KEYS)?;
+    let path_owned = map.require(ctx, "path")?;
+    let path = path_owned.item().text(ctx)?.to_string();
+
+    let declared = match map.get_some("format") {
+        Some(owned) => Some(parse_format(ctx, &owned.item())?),
+        None => None,
+    };
+    let from_extension = SourceFormat::from_path(&path);
+    let format = declared.or(from_extension);
+
+    if let Some(format) = format
+        && format != SourceFormat::Csv
+    {
+        if let Some(key) = CSV_KEYS.iter().find(|k| map.get(k).is_some()) {
+            let owned = map.get(key);
+            let line = owned.as_ref().and_then(|o| o.key_line);
+            return Err(ctx.error(
+                &format!("{}.{key}", item.path),
+                line,
+                format!("{key} applies to csv sources only; this source reads {}", format.name()),
+            ));
+        }
+    }
+
+    let mut csv = CsvOptions::default();
+    if let Some(owned) = map.get_some("delimiter") {
+        csv.delimiter = parse_delimiter(ctx, &owned.item())?;
+    }
+    if let Some(owned) = map.get_some("header") {
+        csv.header = owned.item().boolean(ctx)?;
+    }
+    if let Some(owned) = map.get_some("null_values") {
+        for value in owned.item().one_or_list() {
+            csv.null_values.push(value.item().string(ctx)?.to_string());
+        }
+    }
+    let chunk = match map.get_some("chunk") {
+        Some(owned) => owned.item().boolean(ctx)?,
+        None => false,
+    };
+
+    Ok(Source {
+        name: name.to_string(),
+        format: format.unwrap_or(SourceFormat::Parquet),
+        path,
+        files: Vec::new(),
+        partition_columns: Vec::new(),
+        csv,
+        chunk,
+        format_from_files: format.is_none(),
+    })
+}
+
+fn parse_format(ctx: &Ctx<'_>, item: &Item<'_>) -> Result<SourceFormat, SpecError> {
+    let s = item.string(ctx)?;
+    SourceFormat::ALL
+        .into_iter()
+        .find(|f| f.name() == s)
+        .ok_or_else(|| {
+            let names: Vec<&str> = SourceFormat::ALL.iter().map(|f| f.name()).collect();
+            let hint = match did_you_mean(s, &names) {
+                h if !h.is_empty() => h,
+                _ => format!(" (expected one of: {})", names.join(", ")),
+            };
+            item.error(ctx, format!("unknown format {s:?}{hint}"))
+        })
+}
+
+fn parse_delimiter(ctx: &Ctx<'_>, item: &Item<'_>) -> Result<u8, SpecError> {
+    let s = item.string(ctx)?;
+    let mut chars = s.chars();
+    match (chars.next(), chars.next()) {
+        (Some(c), None) if c.is_ascii() && !matches!(c, '\n' | '\r' | '"') => Ok(c as u8),
+        _ => Err(item.error(
+            ctx,
+            format!(
+                "delimiter must be a single ASCII character other than a quote or a line break, found {s:?} \
+                 (write a tab as \"\\t\")"
+            ),
+        )),
+    }
+}
+
+fn read_split(ctx: &Ctx<'_>, top: &MapView<'_>) -> Result<Option<Split>, SpecError> {
+    let Some(owned) = top.get_some("split") else {
+        return Ok(None);
+    };
+    let map = owned.item().map(ctx, SPLIT_KEYS)?;
+    let key = map.require(ctx, "key")?.item().text(ctx)?.to_string();
+    let weights_owned = map.require(ctx, "weights")?;
+    let weights_map = weights_owned.item().any_map(ctx)?;
+    if weights_map.entries.is_empty() {
+        return Err(weights_owned
+            .item()
+            .error(ctx, "needs at least one split, e.g. { train: 0.9, val: 0.1 }"));
+    }
+    let mut weights = Vec::new();
+    for entry in weights_map.entries {
+        let owned = weights_map.owned(entry);
+        let item = owned.item();
+        let name = entry.key.as_str();
+        let name_ok = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+        if !name_ok {
+            return Err(item.error(
+                ctx,
+                format!("split name {name:?} may use only letters, digits, '_', '.' and '-'"),
+            ));
+        }
+        let weight = item.number(ctx)?;
+        if weight <= 0.0 {
+            return Err(item.error(
+                ctx,
+                format!("split weight must be positive, found {weight}"),
+            ));
+        }
+        weights.push((name.to_string(), weight));
+    }
+    let total: f64 = weights.iter().map(|(_, w)| w).sum();
+    if !total.is_finite() {
+        return Err(weights_owned.item().error(ctx, "the weights are too large to add up"));
+    }
+    for (_, w) in &mut weights {
+        *w /= total;
+    }
+    let names: Vec<&str> = weights.iter().map(|(n, _)| n.as_str()).collect();
+    let stats_split = match map.get_some("stats_from") {
+        Some(owned) => {
+            let item = owned.item();
+            let s = item.string(ctx)?;
+            if !names.contains(&s) {
+                let hint = match did_you_mean(s, &names) {
+                    h if !h.is_empty() => h,
+                    _ => format!(" (the splits are: {})", names.join(", ")),
+                };
+                return Err(item.error(ctx, format!("stats_from names no split: {s:?}{hint}")));
+            }
+            s.to_string()
+        }
+        None if names.contains(&"train") => "train".to_string(),
+        None => names[0].to_string(),
+    };
+    Ok(Some(Split {
+        key,
+        weights,
+        stats_split,
+    }))
+}
+
+fn read_order(ctx: &Ctx<'_>, top: &MapView<'_>) -> Result<Order, SpecError> {
+    let Some(owned) = top.get_some("order") else {
+        return Ok(Order::default());
+    };
+    let map = owned.item().map(ctx, ORDER_KEYS)?;
+    let shuffle_seed = match map.get_some("shuffle_seed") {
+        Some(owned) => Some(owned.item().u64_at_least(ctx, 0)?),
+        None => None,
+    };
+    Ok(Order { shuffle_seed })
+}
+
+fn read_shards(ctx: &Ctx<'_>, top: &MapView<'_>) -> Result<Shards, SpecError> {
+    let mut shards = Shards {
+        target_bytes: DEFAULT_TARGET_BYTES,
+    };
+    let Some(owned) = top.get_some("shards") else {
+        return Ok(shards);
+    };
+    let map = owned.item().map(ctx, SHARDS_KEYS)?;
+    if let Some(owned) = map.get_some("target_bytes") {
+        let item = owned.item();
+        let bytes = match &item.node.kind {
+            Kind::Int(_) => item.u64_at_least(ctx, 0)?,
+            Kind::Str(s) => parse_size(s).map_err(|msg| item.error(ctx, msg))?,
+            other => {
+                return Err(item.error(
+                    ctx,
+                    format!(
+                        "expected a byte count such as 67108864 or \"64MiB\", found {}",
+                        other.describe()
+                    ),
+                ));
+            }
+        };
+        if bytes < MIN_TARGET_BYTES {
+            return Err(item.error(
+                ctx,
+                format!("target_bytes must be at least 64KiB ({MIN_TARGET_BYTES} bytes), found {bytes}"),
+            ));
+        }
+        shards.target_bytes = bytes;
+    }
+    if let Some(owned) = map.get_some("compression") {
+        let item = owned.item();
+        match item.string(ctx)? {
+            "none" => {}
+            "zstd" => {
+                return Err(item.error(
+                    ctx,
+                    "zstd is not supported in format v1 yet; use compression: none",
+                ));
+            }
+            other => {
+                return Err(item.error(
+                    ctx,
+                    format!("unknown compression {other:?}; format v1 accepts only none"),
+                ));
+            }
+        }
+    }
+    Ok(shards)
+}
+
+/// Parses `"64MiB"`, `"1.5 GiB"`, `"500MB"`, `"65536"` into bytes.
+///
+/// Binary units (KiB, MiB, GiB, TiB) are powers of 1024, decimal units (KB,
+/// MB, GB, TB) powers of 1000; units are case-insensitive. A fractional
+/// count is rounded down to whole bytes.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let s = text.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (number, unit) = (&s[..split], s[split..].trim());
+    let bad = || {
+        format!(
+            "cannot read {text:?} as a size; write a number of bytes or a number with a unit \
+             (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), e.g. \"64MiB\""
+        )
+    };
+    let multiplier: u128 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "tib" => 1 << 40,
+        _ => return Err(bad()),
+    };
+    let (whole, frac) = match number.split_once('.') {
+        Some((w, f)) => (w, f),
+        None => (number, ""),
+    };
+    if whole.is_empty() && frac.is_empty() || frac.contains('.') || frac.len() > 18 {
+        return Err(bad());
+    }
+    let digits = format!("{whole}{frac}");
+    let mantissa: u128 = digits.parse().map_err(|_| bad())?;
+    let scale = 10u128.pow(frac.len() as u32);
+    let bytes = mantissa
+        .checked_mul(multiplier)
+        .map(|b| b / scale)
+        .ok_or_else(bad)?;
+    u64::try_from(bytes).map_err(|_| format!("{text:?} is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_size("64 MiB"), Ok(64 << 20));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
+        assert_eq!(parse_size("500MB"), Ok(500_000_000));
+        assert_eq!(parse_size("500mb"), Ok(500_000_000));
+        assert_eq!(parse_size("65536"), Ok(65536));
+        assert_eq!(parse_size("4096 B"), Ok(4096));
+        assert!(parse_size("64 megs").is_err());
+        assert!(parse_size("MiB").is_err());
+        assert!(parse_size("").is_err());
+        assert!(parse_size("1.2.3MiB").is_err());
+        assert!(parse_size("-5MiB").is_err());
+        assert!(parse_size("99999999999999TiB").is_err());
+    }
+}

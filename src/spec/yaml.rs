@@ -1,0 +1,285 @@
+//! The YAML front end: text -> a small tree of nodes that each know their line.
+//!
+//! This is the only file that touches the YAML library. Everything after it
+//! (validation, resolution, canonical form) walks [`Node`]s, so every error
+//! can name the line of the key or value it is about, including semantic
+//! errors found long after parsing.
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_saphyr::Spanned;
+use serde_saphyr::options::DuplicateKeyPolicy;
+use std::fmt;
+
+/// A YAML value with the 1-based line it starts on (`None` when unknown).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Node {
+    pub kind: Kind,
+    pub line: Option<usize>,
+}
+
+/// The shape of a YAML value after the core schema resolved its scalars.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Kind {
+    Null,
+    Bool(bool),
+    Int(i128),
+    Float(f64),
+    Str(String),
+    Seq(Vec<Node>),
+    /// Entries in document order; duplicate keys are kept (the validator reports them).
+    Map(Vec<Entry>),
+}
+
+/// One `key: value` pair of a mapping.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Entry {
+    pub key: String,
+    pub key_line: Option<usize>,
+    pub value: Node,
+}
+
+impl Kind {
+    /// What a user would call this kind of value, for "expected X, found Y" messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Kind::Null => "nothing (null)".to_string(),
+            Kind::Bool(b) => format!("the boolean {b}"),
+            Kind::Int(i) => format!("the integer {i}"),
+            Kind::Float(x) => format!("the number {x}"),
+            Kind::Str(s) => format!("the string {s:?}"),
+            Kind::Seq(_) => "a list".to_string(),
+            Kind::Map(_) => "a mapping".to_string(),
+        }
+    }
+}
+
+/// A document that is not well-formed YAML.
+#[derive(Debug)]
+pub(super) struct SyntaxError {
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+/// Parses one YAML document into a [`Node`] tree.
+///
+/// YAML 1.2 core-schema booleans only (`yes`/`no`/`on`/`off` stay strings, so
+/// a `null_values: [no]` or a split named `on` mean what they say), and
+/// duplicate keys are passed through so the validator can name their key path.
+pub(super) fn parse(text: &str) -> Result<Node, SyntaxError> {
+    let options = serde_saphyr::options! {
+        strict_booleans: true,
+        duplicate_keys: DuplicateKeyPolicy::PassThrough,
+        with_snippet: false,
+    };
+    match serde_saphyr::from_str_with_options::<Option<RawNode>>(text, options) {
+        Ok(Some(raw)) => Ok(raw.into_node()),
+        Ok(None) => Ok(Node {
+            kind: Kind::Null,
+            line: None,
+        }),
+        Err(err) => {
+            let err = err.without_snippet();
+            let line = err
+                .location()
+                .and_then(|loc| usize::try_from(loc.line()).ok())
+                .filter(|&l| l > 0);
+            Err(SyntaxError {
+                line,
+                message: strip_location(&err.to_string()),
+            })
+        }
+    }
+}
+
+/// The library appends " at line L, column C" to its messages; the caller
+/// prints the line itself, in the `file:line:` prefix.
+fn strip_location(message: &str) -> String {
+    let trimmed = match message.rfind(" at line ") {
+        Some(at) if message[at..].contains("column") => &message[..at],
+        _ => message,
+    };
+    trimmed.trim().to_string()
+}
+
+fn line_of<T>(spanned: &Spanned<T>) -> Option<usize> {
+    usize::try_from(spanned.referenced.line())
+        .ok()
+        .filter(|&l| l > 0)
+}
+
+/// The deserialized form, still wrapped in the library's span type.
+struct RawNode(Spanned<RawKind>);
+
+enum RawKind {
+    Null,
+    Bool(bool),
+    Int(i128),
+    Float(f64),
+    Str(String),
+    Seq(Vec<RawNode>),
+    Map(Vec<(Spanned<String>, RawNode)>),
+}
+
+impl RawNode {
+    fn into_node(self) -> Node {
+        let line = line_of(&self.0);
+        let kind = match self.0.value {
+            RawKind::Null => Kind::Null,
+            RawKind::Bool(b) => Kind::Bool(b),
+            RawKind::Int(i) => Kind::Int(i),
+            RawKind::Float(x) => Kind::Float(x),
+            RawKind::Str(s) => Kind::Str(s),
+            RawKind::Seq(items) => Kind::Seq(items.into_iter().map(RawNode::into_node).collect()),
+            RawKind::Map(entries) => Kind::Map(
+                entries
+                    .into_iter()
+                    .map(|(key, value)| Entry {
+                        key_line: line_of(&key),
+                        key: key.value,
+                        value: value.into_node(),
+                    })
+                    .collect(),
+            ),
+        };
+        Node { kind, line }
+    }
+}
+
+impl<'de> Deserialize<'de> for RawNode {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Spanned::<RawKind>::deserialize(deserializer).map(RawNode)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawKind {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(RawVisitor)
+    }
+}
+
+struct RawVisitor;
+
+impl<'de> Visitor<'de> for RawVisitor {
+    type Value = RawKind;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a YAML scalar, list or mapping")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<RawKind, E> {
+        Ok(RawKind::Null)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<RawKind, E> {
+        Ok(RawKind::Null)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<RawKind, D::Error> {
+        RawKind::deserialize(deserializer)
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<RawKind, E> {
+        Ok(RawKind::Bool(v))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<RawKind, E> {
+        Ok(RawKind::Int(i128::from(v)))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawKind, E> {
+        Ok(RawKind::Int(i128::from(v)))
+    }
+
+    fn visit_i128<E: de::Error>(self, v: i128) -> Result<RawKind, E> {
+        Ok(RawKind::Int(v))
+    }
+
+    fn visit_u128<E: de::Error>(self, v: u128) -> Result<RawKind, E> {
+        i128::try_from(v)
+            .map(RawKind::Int)
+            .map_err(|_| E::custom(format!("integer {v} is too large")))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<RawKind, E> {
+        Ok(RawKind::Float(v))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<RawKind, E> {
+        Ok(RawKind::Str(v.to_string()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<RawKind, E> {
+        Ok(RawKind::Str(v))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<RawKind, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element::<RawNode>()? {
+            items.push(item);
+        }
+        Ok(RawKind::Seq(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawKind, A::Error> {
+        let mut entries = Vec::new();
+        while let Some(key) = map.next_key::<Spanned<String>>()? {
+            let value = map.next_value::<RawNode>()?;
+            entries.push((key, value));
+        }
+        Ok(RawKind::Map(entries))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(node: &Node) -> &[Entry] {
+        match &node.kind {
+            Kind::Map(entries) => entries,
+            other => panic!("not a map: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn lines_of_block_and_flow_entries() {
+        let text = "a: 1\n# comment\nb:\n  c: { d: [x,\n     y], e: yes }\n";
+        let root = parse(text).expect("valid yaml");
+        let top = map(&root);
+        assert_eq!(top[0].key, "a");
+        assert_eq!(top[0].key_line, Some(1));
+        assert_eq!(top[1].key_line, Some(3));
+        let c = &map(&top[1].value)[0];
+        assert_eq!(c.key_line, Some(4));
+        let inner = map(&c.value);
+        assert_eq!(inner[0].key_line, Some(4));
+        match &inner[0].value.kind {
+            Kind::Seq(items) => {
+                assert_eq!(items[0].line, Some(4));
+                assert_eq!(items[1].line, Some(5));
+            }
+            other => panic!("not a seq: {other:?}"),
+        }
+        // YAML 1.1 booleans stay strings.
+        assert_eq!(inner[1].value.kind, Kind::Str("yes".to_string()));
+    }
+
+    #[test]
+    fn duplicate_keys_pass_through() {
+        let root = parse("a: 1\na: 2\n").expect("valid yaml");
+        assert_eq!(map(&root).len(), 2);
+    }
+
+    #[test]
+    fn syntax_error_has_line_and_no_location_suffix() {
+        let err = parse("a: [1, 2\nb: 3\n").expect_err("invalid yaml");
+        assert_eq!(err.line, Some(2));
+        assert!(!err.message.contains("at line"), "{}", err.message);
+    }
+
+    #[test]
+    fn empty_document_is_null() {
+        assert_eq!(parse("").expect("empty is fine").kind, Kind::Null);
+        assert_eq!(parse("# only a comment\n").expect("ok").kind, Kind::Null);
+    }
+}

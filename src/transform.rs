@@ -1,0 +1,284 @@
+//! Transform semantics, independent of Arrow and DataFusion: the stable hash,
+//! the statistics that `standardize`, `min_max` and `vocab` freeze into the
+//! manifest, and the per-value arithmetic. Changing anything observable here
+//! changes the bytes tessera writes, so it must bump [`SEMANTICS_VERSION`].
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// Version of the transform semantics; part of every artifact hash.
+pub const SEMANTICS_VERSION: u32 = 1;
+
+/// The stable 64-bit hash used by `hash_bucket` and `split`: FNV-1a over the
+/// value's UTF-8 bytes, then the SplitMix64 finalizer to spread the low bits.
+/// Documented in docs/SPEC.md so serving code in any language can reproduce it.
+#[inline]
+pub fn stable_hash(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+/// The bucket of a value: `stable_hash(value) mod buckets`.
+#[inline]
+pub fn hash_bucket(bytes: &[u8], buckets: u64) -> u64 {
+    stable_hash(bytes) % buckets
+}
+
+/// The byte string hashed for a null split key.
+pub const NULL_KEY: &[u8] = b"\xffnull";
+
+/// Picks a split for a key: the hash mapped to `[0, 1)` (top 53 bits) and
+/// compared against the cumulative normalized weights.
+pub fn split_of(key: &[u8], cumulative: &[f64]) -> usize {
+    let u = (stable_hash(key) >> 11) as f64 / (1u64 << 53) as f64;
+    cumulative
+        .iter()
+        .position(|&c| u < c)
+        .unwrap_or(cumulative.len().saturating_sub(1))
+}
+
+/// Running moments of a numeric column, mergeable in a fixed order
+/// (Chan et al.'s parallel update), so statistics are reproducible bit for bit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Moments {
+    /// Values seen.
+    pub count: u64,
+    /// Running mean.
+    pub mean: f64,
+    /// Sum of squared deviations from the mean.
+    pub m2: f64,
+    /// Smallest value seen (`+inf` when empty).
+    pub min: f64,
+    /// Largest value seen (`-inf` when empty).
+    pub max: f64,
+}
+
+impl Moments {
+    /// No values yet.
+    pub fn new() -> Self {
+        Moments {
+            count: 0,
+            mean: 0.0,
+            m2: 0.0,
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+        }
+    }
+
+    /// Adds one value (Welford's update).
+    #[inline]
+    pub fn push(&mut self, x: f64) {
+        self.count += 1;
+        let d = x - self.mean;
+        self.mean += d / self.count as f64;
+        self.m2 += d * (x - self.mean);
+        self.min = self.min.min(x);
+        self.max = self.max.max(x);
+    }
+
+    /// Folds `other` (a later chunk) into `self`.
+    pub fn merge(&mut self, other: &Moments) {
+        if other.count == 0 {
+            return;
+        }
+        if self.count == 0 {
+            *self = *other;
+            return;
+        }
+        let n = (self.count + other.count) as f64;
+        let d = other.mean - self.mean;
+        self.mean += d * other.count as f64 / n;
+        self.m2 += other.m2 + d * d * self.count as f64 * other.count as f64 / n;
+        self.count += other.count;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+    }
+
+    /// Population standard deviation.
+    pub fn std(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            (self.m2 / self.count as f64).sqrt()
+        }
+    }
+}
+
+/// Value counts for a vocabulary, mergeable in chunk order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Counts(pub HashMap<String, u64>);
+
+impl Counts {
+    /// Counts one occurrence.
+    #[inline]
+    pub fn push(&mut self, value: &str) {
+        if let Some(c) = self.0.get_mut(value) {
+            *c += 1;
+        } else {
+            self.0.insert(value.to_owned(), 1);
+        }
+    }
+
+    /// Adds another chunk's counts.
+    pub fn merge(&mut self, other: Counts) {
+        for (k, v) in other.0 {
+            *self.0.entry(k).or_insert(0) += v;
+        }
+    }
+
+    /// The frozen vocabulary: values with at least `min_count` occurrences,
+    /// most frequent first, ties broken by the value's bytes, cut to
+    /// `max_size`. Value `j` of the list gets id `j + 1`.
+    pub fn freeze(&self, min_count: u64, max_size: Option<u64>) -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = self
+            .0
+            .iter()
+            .filter(|&(_, &c)| c >= min_count)
+            .map(|(k, &c)| (k.clone(), c))
+            .collect();
+        v.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        if let Some(m) = max_size {
+            v.truncate(usize::try_from(m).unwrap_or(usize::MAX));
+        }
+        v
+    }
+}
+
+/// Frozen statistics for one transform, as stored in the manifest.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FrozenStats {
+    /// For `standardize`: `(x - mean) / std` (std 0 is replaced by 1).
+    Standardize {
+        /// Mean over the statistics split.
+        mean: f64,
+        /// Population standard deviation.
+        std: f64,
+        /// Values the statistics were computed over.
+        count: u64,
+    },
+    /// For `min_max`: `(x - min) / (max - min)` (a zero range maps to 0).
+    MinMax {
+        /// Smallest value.
+        min: f64,
+        /// Largest value.
+        max: f64,
+        /// Values the statistics were computed over.
+        count: u64,
+    },
+    /// For `vocab`: value -> id (1-based, by frequency).
+    Vocab {
+        /// Values in id order (id = position + 1).
+        values: Vec<String>,
+        /// Occurrences of each value in the statistics split.
+        counts: Vec<u64>,
+        /// Id given to values not in the vocabulary.
+        oov: i64,
+    },
+}
+
+impl FrozenStats {
+    /// Applies a numeric statistic to one value.
+    #[inline]
+    pub fn apply(&self, x: f64) -> f64 {
+        match *self {
+            FrozenStats::Standardize { mean, std, .. } => {
+                let s = if std > 0.0 { std } else { 1.0 };
+                (x - mean) / s
+            }
+            FrozenStats::MinMax { min, max, .. } => {
+                if max > min {
+                    (x - min) / (max - min)
+                } else {
+                    0.0
+                }
+            }
+            FrozenStats::Vocab { .. } => x,
+        }
+    }
+}
+
+/// `ln(1 + x)`, with the usual domain: values below -1 give NaN.
+#[inline]
+pub fn log1p(x: f64) -> f64 {
+    x.ln_1p()
+}
+
+/// Clamps into `[min, max]` (either bound optional).
+#[inline]
+pub fn clip(x: f64, min: Option<f64>, max: Option<f64>) -> f64 {
+    let x = match min {
+        Some(m) if x < m => m,
+        _ => x,
+    };
+    match max {
+        Some(m) if x > m => m,
+        _ => x,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stable_hash_is_pinned() {
+        // Pinned values: changing the hash changes every artifact, so a change
+        // here must come with a SEMANTICS_VERSION bump.
+        let fnv_empty = 0xcbf2_9ce4_8422_2325u64;
+        let mut h = fnv_empty;
+        h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        assert_eq!(stable_hash(b""), h ^ (h >> 31));
+        assert_ne!(stable_hash(b"a"), stable_hash(b"b"));
+        assert_eq!(hash_bucket(b"JFK", 1), 0);
+        assert!(hash_bucket(b"JFK", 7) < 7);
+    }
+
+    #[test]
+    fn moments_merge_matches_a_single_pass() {
+        let xs: Vec<f64> = (0..1000).map(|i| ((i * 37) % 101) as f64 * 0.5 - 3.0).collect();
+        let mut whole = Moments::new();
+        xs.iter().for_each(|&x| whole.push(x));
+        let mut merged = Moments::new();
+        for chunk in xs.chunks(333) {
+            let mut m = Moments::new();
+            chunk.iter().for_each(|&x| m.push(x));
+            merged.merge(&m);
+        }
+        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+        let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64;
+        assert!((merged.mean - mean).abs() < 1e-9);
+        assert!((merged.std() - var.sqrt()).abs() < 1e-9);
+        assert!((whole.std() - var.sqrt()).abs() < 1e-9);
+        assert_eq!(merged.min, -3.0);
+        assert_eq!(merged.max, 47.0);
+    }
+
+    #[test]
+    fn vocab_orders_by_count_then_value() {
+        let mut c = Counts::default();
+        for v in ["b", "a", "c", "a", "b", "d", "a"] {
+            c.push(v);
+        }
+        let v = c.freeze(1, Some(3));
+        assert_eq!(v, vec![("a".into(), 3), ("b".into(), 2), ("c".into(), 1)]);
+        assert_eq!(c.freeze(2, None).len(), 2);
+    }
+
+    #[test]
+    fn split_assignment_follows_weights() {
+        let cum = [0.8, 1.0];
+        let n = 20000;
+        let train = (0..n)
+            .filter(|i| split_of(format!("{i}").as_bytes(), &cum) == 0)
+            .count();
+        assert!((train as f64 / n as f64 - 0.8).abs() < 0.02, "{train}");
+    }
+}
