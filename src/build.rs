@@ -3,7 +3,7 @@
 //! combined in chunk order, so thread count never changes the output.
 
 use crate::cache::Cache;
-use crate::fingerprint::{self, StatCache};
+use crate::fingerprint::{self, SourceFiles};
 use crate::plan::{Chunk, Planner, ScanMetrics, StatsPartial};
 use crate::progress::{Progress, ProgressMode};
 use crate::spec::Spec;
@@ -107,11 +107,15 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
     let progress = Progress::new(opts.progress);
 
     let t = Instant::now();
-    let mut stat_cache = StatCache::load(cache.root());
-    let inputs: Vec<(String, Vec<PathBuf>)> = spec
+    let mut stat_cache = cache.load_stat_cache();
+    let inputs: Vec<SourceFiles> = spec
         .sources
         .iter()
-        .map(|s| (s.name.clone(), s.files.clone()))
+        .map(|s| SourceFiles {
+            source: s.name.clone(),
+            root: common_parent(&s.files),
+            files: s.files.clone(),
+        })
         .collect();
     let files = fingerprint::fingerprint_inputs(&inputs, &mut stat_cache)?;
     // A stat cache that cannot be saved only costs a rehash next time.
@@ -120,13 +124,13 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
     let hash = fingerprint::artifact_hash(&canonical, &files, FORMAT_VERSION, SEMANTICS_VERSION);
     seconds.insert("fingerprint".to_string(), t.elapsed().as_secs_f64());
 
-    if let Some(path) = cache.lookup(&hash) {
-        return hit_report(hash, path, t0, seconds);
+    if let Some(artifact) = cache.lookup(&hash)? {
+        return hit_report(hash, artifact.path, t0, seconds);
     }
-    let _lock = cache.lock(&hash)?;
+    let lock = cache.lock(&hash)?;
     // Someone else may have built it while we waited for the lock.
-    if let Some(path) = cache.lookup(&hash) {
-        return hit_report(hash, path, t0, seconds);
+    if let Some(artifact) = cache.lookup(&hash)? {
+        return hit_report(hash, artifact.path, t0, seconds);
     }
     progress.line(&format!("building {} -> {}", spec.name, &hash[..16]));
 
@@ -178,7 +182,7 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
 
     // Encode pass: each chunk writes its own shards.
     let t = Instant::now();
-    let staging = cache.stage(&hash)?;
+    let staging = lock.stage()?;
     let shuffle = spec.order.shuffle_seed;
     let encode_dir = if shuffle.is_some() {
         let d = staging.path().join("unshuffled");
@@ -253,7 +257,7 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
     manifest.name = spec.name.clone();
     manifest.created_by = format!("tessera {}", env!("CARGO_PKG_VERSION"));
     manifest.spec = canonical;
-    manifest.inputs = serde_json::to_value(&files).unwrap_or_default();
+    manifest.inputs = fingerprint::manifest_inputs(&files);
     manifest.stats = stats_json(&spec, &frozen);
     manifest.build = serde_json::json!({
         "semantics_version": SEMANTICS_VERSION,
@@ -262,7 +266,7 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
         "scan": scan,
     });
     let rows: BTreeMap<String, u64> = manifest.splits.iter().map(|s| (s.name.clone(), s.rows)).collect();
-    let path = staging.publish(&manifest)?;
+    let path = staging.publish(&manifest)?.path;
     seconds.insert("total".to_string(), t0.elapsed().as_secs_f64());
     Ok(BuildReport {
         hash,
@@ -355,4 +359,21 @@ fn shuffle_splits(
         }
     }
     Ok((out, splits))
+}
+
+/// The deepest directory containing every file (the source's root, whose
+/// relative file names go into the artifact hash).
+fn common_parent(files: &[PathBuf]) -> PathBuf {
+    let mut root = match files.first().and_then(|f| f.parent()) {
+        Some(p) => p.to_path_buf(),
+        None => return PathBuf::new(),
+    };
+    for f in &files[1..] {
+        while !f.starts_with(&root) {
+            if !root.pop() {
+                return PathBuf::new();
+            }
+        }
+    }
+    root
 }

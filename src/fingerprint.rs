@@ -153,7 +153,6 @@ fn system_time_ns(t: SystemTime) -> i128 {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct StatEntry {
-    #[serde(flatten)]
     stat: FileStat,
     blake3: String,
 }
@@ -341,7 +340,11 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), (PathBuf, io::Error
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), unique_suffix()));
+    let tmp = dir.join(format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        unique_suffix()
+    ));
     let result = (|| {
         let mut f = File::create(&tmp)?;
         f.write_all(bytes)?;
@@ -653,9 +656,13 @@ mod tests {
         for (name, bytes) in cases {
             let p = dir.path().join(name);
             write(&p, bytes);
-            let got = fingerprint_inputs(&[source("s", dir.path(), &[&p])], &mut quick_cache())
-                .unwrap();
-            assert_eq!(got[0].blake3, blake3::hash(bytes).to_hex().to_string(), "{name}");
+            let got =
+                fingerprint_inputs(&[source("s", dir.path(), &[&p])], &mut quick_cache()).unwrap();
+            assert_eq!(
+                got[0].blake3,
+                blake3::hash(bytes).to_hex().to_string(),
+                "{name}"
+            );
             assert_eq!(got[0].size, bytes.len() as u64);
             assert_eq!(got[0].rel, name);
             assert!(!got[0].from_stat_cache);
@@ -678,22 +685,30 @@ mod tests {
         };
         let base = hash_of(&[&a, &b], &spec, 1, 1);
         assert_eq!(base.len(), 64);
-        assert_eq!(base, hash_of(&[&a, &b], &spec, 1, 1), "same inputs, same hash");
+        assert_eq!(
+            base,
+            hash_of(&[&a, &b], &spec, 1, 1),
+            "same inputs, same hash"
+        );
 
         // The same spec built with another key order hashes the same.
-        let reordered: serde_json::Value =
-            serde_json::from_str(r#"{"fields": {"x": {"dtype": "f32"}}, "name": "t", "version": 1}"#)
-                .unwrap();
+        let reordered: serde_json::Value = serde_json::from_str(
+            r#"{"fields": {"x": {"dtype": "f32"}}, "name": "t", "version": 1}"#,
+        )
+        .unwrap();
         assert_eq!(base, hash_of(&[&a, &b], &reordered, 1, 1));
 
         let mut changed = HashSeen::new(&base);
         changed.add("file order", hash_of(&[&b, &a], &spec, 1, 1));
         changed.add("format version", hash_of(&[&a, &b], &spec, 2, 1));
         changed.add("semantics version", hash_of(&[&a, &b], &spec, 1, 2));
-        changed.add("spec", hash_of(&[&a, &b], &json!({"version": 1, "name": "u"}), 1, 1));
+        changed.add(
+            "spec",
+            hash_of(&[&a, &b], &json!({"version": 1, "name": "u"}), 1, 1),
+        );
         changed.add("one file fewer", hash_of(&[&a], &spec, 1, 1));
-        let inputs = fingerprint_inputs(&[source("s", &root, &[&a, &b])], &mut quick_cache())
-            .unwrap();
+        let inputs =
+            fingerprint_inputs(&[source("s", &root, &[&a, &b])], &mut quick_cache()).unwrap();
         let mut renamed = inputs.clone();
         renamed[1].rel = "c.csv".into();
         changed.add("renamed file", artifact_hash(&spec, &renamed, 1, 1));
@@ -750,14 +765,19 @@ mod tests {
             relative_name(root, Path::new("/data/flights/year=2024/m=1/p.parquet")),
             "year=2024/m=1/p.parquet"
         );
-        assert_eq!(relative_name(Path::new("/d/w.csv"), Path::new("/d/w.csv")), "w.csv");
+        assert_eq!(
+            relative_name(Path::new("/d/w.csv"), Path::new("/d/w.csv")),
+            "w.csv"
+        );
         assert_eq!(relative_name(root, Path::new("/elsewhere/x.csv")), "x.csv");
     }
 
     #[test]
     fn output_follows_input_order() {
         let dir = tempfile::tempdir().unwrap();
-        let paths: Vec<PathBuf> = (0..64).map(|i| dir.path().join(format!("f{i:02}"))).collect();
+        let paths: Vec<PathBuf> = (0..64)
+            .map(|i| dir.path().join(format!("f{i:02}")))
+            .collect();
         for (i, p) in paths.iter().enumerate() {
             write(p, &vec![i as u8; 1000 + i * 5000]);
         }
@@ -825,7 +845,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("in.bin");
         write(&p, b"aaaaaaaaaa");
-        set_mtime(&p, SystemTime::UNIX_EPOCH + Duration::from_secs(1_600_000_000));
+        set_mtime(
+            &p,
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1_600_000_000),
+        );
         let old = mtime(&p);
         let src = [source("s", dir.path(), &[&p])];
         let mut cache = quick_cache();
@@ -838,7 +861,10 @@ mod tests {
         let after = fingerprint_inputs(&src, &mut cache).unwrap();
         assert!(!after[0].from_stat_cache);
         assert_ne!(after[0].blake3, before[0].blake3);
-        assert_eq!(after[0].blake3, blake3::hash(b"aaaaabaaaa").to_hex().as_str());
+        assert_eq!(
+            after[0].blake3,
+            blake3::hash(b"aaaaabaaaa").to_hex().as_str()
+        );
     }
 
     #[test]
@@ -859,7 +885,12 @@ mod tests {
         let store = dir.path().join(STAT_CACHE_FILE);
         let p = dir.path().join("in.bin");
         write(&p, b"data");
-        for garbage in [&b"{\"format\": \"tessera-stat-cache\", \"vers"[..], b"[1,2]", b"\xff\x00"] {
+        let garbage: [&[u8]; 3] = [
+            b"{\"format\": \"tessera-stat-cache\", \"vers",
+            b"[1,2]",
+            b"\xff\x00",
+        ];
+        for garbage in garbage {
             write(&store, garbage);
             let mut cache = StatCache::load(&store);
             assert!(cache.discarded().is_some());
@@ -905,8 +936,11 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, FingerprintError::Io { .. }));
         assert!(err.to_string().contains("missing.parquet"), "{err}");
-        let err = fingerprint_inputs(&[source("s", dir.path(), &[dir.path()])], &mut quick_cache())
-            .unwrap_err();
+        let err = fingerprint_inputs(
+            &[source("s", dir.path(), &[dir.path()])],
+            &mut quick_cache(),
+        )
+        .unwrap_err();
         assert!(matches!(err, FingerprintError::NotAFile { .. }), "{err}");
     }
 
@@ -928,59 +962,93 @@ mod tests {
     }
 
     /// Prints the cost of fingerprinting 2 GiB cold (hashing) and warm (stat
-    /// cache). `cargo test --release -- --ignored --nocapture measure_`.
+    /// cache, plus the rest of a cache hit: artifact hash and lookup), as 16
+    /// files of 128 MiB and as 4096 files of 512 KiB.
+    /// `cargo test --release -- --ignored --nocapture measure_`; set
+    /// `TESSERA_BENCH_DIR` to choose the disk (default: the current directory).
     #[test]
     #[ignore]
     fn measure_fingerprint_2gib() {
+        for (files, size) in [(16usize, 128usize << 20), (4096, 512 << 10)] {
+            measure(files, size);
+        }
+    }
+
+    fn measure(files: usize, size: usize) {
+        use crate::cache::Cache;
         use std::time::Instant;
         let dir = tempfile::tempdir_in(std::env::var_os("TESSERA_BENCH_DIR").unwrap_or(".".into()))
             .unwrap();
-        let files = 16;
-        let chunk: Vec<u8> = (0..(128u32 << 20) / 4).flat_map(|i| i.to_le_bytes()).collect();
-        let paths: Vec<PathBuf> = (0..files).map(|i| dir.path().join(format!("p{i:02}.bin"))).collect();
+        let chunk: Vec<u8> = (0..size as u32 / 4).flat_map(|i| i.to_le_bytes()).collect();
+        let paths: Vec<PathBuf> = (0..files)
+            .map(|i| dir.path().join(format!("p{i:05}.bin")))
+            .collect();
         for (i, p) in paths.iter().enumerate() {
             let mut f = File::create(p).unwrap();
-            f.write_all(&[i as u8]).unwrap();
-            f.write_all(&chunk[1..]).unwrap();
+            f.write_all(&(i as u32).to_le_bytes()).unwrap();
+            f.write_all(&chunk[4..]).unwrap();
         }
-        let total = (files as u64) * chunk.len() as u64;
+        let gib = (files * size) as f64 / f64::from(1u32 << 30);
+        println!("--- {files} files x {} KiB = {gib:.2} GiB", size >> 10);
         let src = [SourceFiles {
             source: "s".into(),
             root: dir.path().to_path_buf(),
-            files: paths.clone(),
+            files: paths,
         }];
-        let store = dir.path().join(STAT_CACHE_FILE);
-        let gib = total as f64 / f64::from(1u32 << 30);
-
-        let drop_caches = || {
-            let ok = fs::write("/proc/sys/vm/drop_caches", b"3").is_ok();
-            if !ok {
-                println!("(could not drop the page cache; the cold run reads from memory)");
-            }
-            ok
-        };
-        for (label, drop) in [("page cache warm", false), ("page cache dropped", true)] {
-            if drop && !drop_caches() {
+        for drop_first in [false, true] {
+            if drop_first && fs::write("/proc/sys/vm/drop_caches", b"3").is_err() {
+                println!("(cannot drop the page cache here)");
                 continue;
             }
-            let mut cache = StatCache::in_memory();
             let t = Instant::now();
-            let got = fingerprint_inputs(&src, &mut cache).unwrap();
+            let got = fingerprint_inputs(&src, &mut StatCache::in_memory()).unwrap();
             let s = t.elapsed().as_secs_f64();
             assert!(got.iter().all(|f| !f.from_stat_cache));
-            println!("cold hash, {label}: {gib:.2} GiB in {s:.3} s = {:.2} GiB/s", gib / s);
+            let label = if drop_first {
+                "from disk (page cache dropped)"
+            } else {
+                "from page cache"
+            };
+            println!("cold hashing {label}: {s:.3} s = {:.2} GiB/s", gib / s);
         }
 
-        let mut cache = StatCache::load(&store);
-        cache.set_racy_window(Duration::ZERO);
-        fingerprint_inputs(&src, &mut cache).unwrap();
-        cache.save().unwrap();
+        let cache = Cache::new(dir.path().join("cache"));
+        let mut stat = cache.load_stat_cache();
+        stat.set_racy_window(Duration::ZERO);
+        let inputs = fingerprint_inputs(&src, &mut stat).unwrap();
+        stat.save().unwrap();
+        let spec = serde_json::json!({"version": 1});
+        let hash = artifact_hash(&spec, &inputs, 1, 1);
+        let lock = cache.lock(&hash).unwrap();
+        let staging = lock.stage().unwrap();
+        let layout = tessera_reader::RecordLayout::packed(&[tessera_reader::FieldSpec::new(
+            "x",
+            tessera_reader::DType::U32,
+            &[],
+        )])
+        .unwrap();
+        let mut w = tessera_reader::ShardSetWriter::new(staging.path(), layout, 1 << 20).unwrap();
+        w.begin_split("train").unwrap();
+        w.write_records(&[0u8; 400]).unwrap();
+        let m = w.finish_with(|m| m.artifact_hash = hash.clone()).unwrap();
+        staging.publish(&m).unwrap();
+        drop(lock);
+
         let t = Instant::now();
-        let mut cache = StatCache::load(&store);
-        let got = fingerprint_inputs(&src, &mut cache).unwrap();
-        cache.save().unwrap();
-        let s = t.elapsed();
+        let mut stat = cache.load_stat_cache();
+        let t_load = t.elapsed();
+        let got = fingerprint_inputs(&src, &mut stat).unwrap();
+        let t_fp = t.elapsed();
+        stat.save().unwrap();
+        let h = artifact_hash(&spec, &got, 1, 1);
+        let hit = cache.lookup(&h).unwrap();
+        let total = t.elapsed();
         assert!(got.iter().all(|f| f.from_stat_cache));
-        println!("stat-cache hit: {gib:.2} GiB in {files} files, load + fingerprint + save: {s:?}");
+        assert!(hit.is_some());
+        println!(
+            "cache hit: load stat cache {t_load:?}, fingerprint {:?}, hash + lookup {:?}; total {total:?}",
+            t_fp - t_load,
+            total - t_fp
+        );
     }
 }

@@ -1,1 +1,32 @@
+//! `tessera._tessera`: the native part of the `tessera` Python package.
+//!
+//! This file only registers the module's contents; each Python class lives
+//! in its own file. Batches reach Python as NumPy views into one buffer per
+//! batch (`views`), built by the reader's prefetch threads with the GIL
+//! released.
 
+mod batch;
+mod dataset;
+mod errors;
+mod field;
+mod iterator;
+mod loader;
+mod views;
+mod writer;
+
+use pyo3::prelude::*;
+
+/// Native core of tessera: shard-set reading, batching and writing.
+#[pymodule]
+fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("FORMAT_VERSION", tessera_reader::FORMAT_VERSION)?;
+    m.add_function(wrap_pyfunction!(dataset::open, m)?)?;
+    m.add_function(wrap_pyfunction!(writer::write_shard_set, m)?)?;
+    m.add_class::<dataset::Dataset>()?;
+    m.add_class::<loader::Loader>()?;
+    m.add_class::<iterator::BatchIterator>()?;
+    m.add_class::<batch::Batch>()?;
+    m.add_class::<field::Field>()?;
+    Ok(())
+}

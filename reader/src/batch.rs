@@ -47,6 +47,16 @@ pub(crate) struct BufPool {
     cap: usize,
 }
 
+impl std::fmt::Debug for BufPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let free = self.free.lock().map(|v| v.len()).unwrap_or(0);
+        f.debug_struct("BufPool")
+            .field("free", &free)
+            .field("cap", &self.cap)
+            .finish()
+    }
+}
+
 impl BufPool {
     pub(crate) fn new(cap: usize) -> Arc<Self> {
         Arc::new(BufPool {

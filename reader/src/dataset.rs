@@ -225,6 +225,11 @@ impl Dataset {
         if range.start > range.end || range.end > self.len() {
             return None;
         }
+        // An empty range may sit at the very end of the set (or the set may
+        // have no shard at all), where no shard holds row `a`.
+        if range.is_empty() {
+            return Some(&[]);
+        }
         let a = self.rows.start + range.start;
         let b = self.rows.start + range.end;
         let s = self.set.shard_of(a);
@@ -316,17 +321,33 @@ impl ShardSet {
         }
     }
 
-    /// Gathers rows `base + indices[j]` into slot `j` of `out`, issuing a
-    /// prefetch a few records ahead: random access is bound by memory
-    /// latency, and keeping several misses in flight hides most of it.
+    /// Gathers rows `base + indices[j]` into slot `j` of `out`. Random
+    /// access is bound by memory latency (and, over gigabytes of 4 KiB pages,
+    /// by TLB misses), so each record is located and prefetched `AHEAD` slots
+    /// before it is copied, keeping several misses in flight. A small ring
+    /// holds the located records, so each one is looked up (shard, offset,
+    /// bounds check) once, which keeps the loop short: the fewer instructions
+    /// per record, the more records the CPU keeps in flight.
     fn gather(&self, base: u64, indices: &[u64], out: &mut [u8]) {
-        const AHEAD: usize = 8;
-        let stride = self.stride;
-        for (j, &i) in indices.iter().enumerate() {
+        // Measured on a 2 GiB set of 160-byte records (2-core AMD EPYC VM):
+        // 8 ahead reached about 60% of a plain gather loop's rate, 16 ahead
+        // about 90%, 32 no more than 16. 4096-byte records: no difference.
+        const AHEAD: usize = 16;
+        let mut ring: [&[u8]; AHEAD] = [&[]; AHEAD];
+        for (slot, &i) in ring.iter_mut().zip(indices) {
+            let rec = self.record(base + i);
+            prefetch(rec);
+            *slot = rec;
+        }
+        for (j, dst) in out.chunks_exact_mut(self.stride).enumerate() {
+            let slot = &mut ring[j % AHEAD];
+            let src = *slot;
             if let Some(&next) = indices.get(j + AHEAD) {
-                prefetch(self.record(base + next));
+                let rec = self.record(base + next);
+                prefetch(rec);
+                *slot = rec;
             }
-            out[j * stride..(j + 1) * stride].copy_from_slice(self.record(base + i));
+            dst.copy_from_slice(src);
         }
     }
 }
@@ -360,7 +381,10 @@ fn read_manifest(path: &Path) -> Result<Vec<u8>> {
 }
 
 /// The field `name`, checked to be viewable as `T`.
-pub(crate) fn field_of<'l, T: Element>(layout: &'l RecordLayout, name: &str) -> Result<&'l FieldLayout> {
+pub(crate) fn field_of<'l, T: Element>(
+    layout: &'l RecordLayout,
+    name: &str,
+) -> Result<&'l FieldLayout> {
     let f = layout
         .field(name)
         .ok_or_else(|| Error::InvalidArgument(format!("no field named {name:?}")))?;
@@ -377,9 +401,9 @@ pub(crate) fn field_of<'l, T: Element>(layout: &'l RecordLayout, name: &str) -> 
 /// Field `f` of one record's bytes, typed.
 pub(crate) fn field_slice<'a, T: Element>(record: &'a [u8], f: &FieldLayout) -> Result<&'a [T]> {
     let off = f.offset as usize;
-    let bytes = record
-        .get(off..off + f.size() as usize)
-        .ok_or_else(|| Error::InvalidArgument(format!("field {:?} is outside the record", f.name)))?;
+    let bytes = record.get(off..off + f.size() as usize).ok_or_else(|| {
+        Error::InvalidArgument(format!("field {:?} is outside the record", f.name))
+    })?;
     cast_slice(bytes).ok_or_else(|| {
         Error::InvalidArgument(format!("field {:?} is not aligned in memory", f.name))
     })

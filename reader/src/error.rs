@@ -25,7 +25,9 @@ pub enum Error {
         reason: String,
     },
     /// The shard set was written by a format version this reader does not read.
-    #[error("{path}: format version {found} is not supported (this reader reads version {supported})")]
+    #[error(
+        "{path}: format version {found} is not supported (this reader reads version {supported})"
+    )]
     UnsupportedVersion {
         /// The manifest or shard file.
         path: PathBuf,

@@ -148,10 +148,20 @@ mod tests {
         ));
         let mut b = good;
         b[4000] = 1;
-        assert!(ShardHeader::decode(&b, p).unwrap_err().to_string().contains("reserved"));
+        assert!(
+            ShardHeader::decode(&b, p)
+                .unwrap_err()
+                .to_string()
+                .contains("reserved")
+        );
         let mut b = good;
         b[32] = 1;
-        assert!(ShardHeader::decode(&b, p).unwrap_err().to_string().contains("flags"));
+        assert!(
+            ShardHeader::decode(&b, p)
+                .unwrap_err()
+                .to_string()
+                .contains("flags")
+        );
         assert!(ShardHeader::decode(&good[..100], p).is_err());
     }
 }

@@ -136,7 +136,10 @@ impl RecordLayout {
                 return Err(Error::Layout(format!("field #{i} has an empty name")));
             }
             if self.fields[..i].iter().any(|g| g.name == f.name) {
-                return Err(Error::Layout(format!("field name {:?} is repeated", f.name)));
+                return Err(Error::Layout(format!(
+                    "field name {:?} is repeated",
+                    f.name
+                )));
             }
             if f.shape.contains(&0) {
                 return Err(Error::Layout(format!(
@@ -262,8 +265,14 @@ mod tests {
         l.fields[1].offset = 9;
         assert!(l.validate().unwrap_err().to_string().contains("aligned"));
         let mut l = good.clone();
-        l.stride = 10;
-        assert!(l.validate().unwrap_err().to_string().contains("past the stride"));
+        // 8 is a multiple of the alignment 4, but `b` (8..10) no longer fits.
+        l.stride = 8;
+        assert!(
+            l.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("past the stride")
+        );
         let mut l = good.clone();
         l.stride = 14;
         assert!(l.validate().unwrap_err().to_string().contains("multiple"));

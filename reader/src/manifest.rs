@@ -136,7 +136,10 @@ impl Manifest {
         if bytes.len() as u64 > MAX_MANIFEST_BYTES {
             return Err(Error::manifest(
                 path,
-                format!("{} bytes is larger than the {MAX_MANIFEST_BYTES}-byte limit", bytes.len()),
+                format!(
+                    "{} bytes is larger than the {MAX_MANIFEST_BYTES}-byte limit",
+                    bytes.len()
+                ),
             ));
         }
         // Check the format and version before the full structure, so that a
@@ -174,8 +177,8 @@ impl Manifest {
                 ));
             }
         }
-        let m: Manifest = serde_json::from_value(probe)
-            .map_err(|e| Error::manifest(path, e.to_string()))?;
+        let m: Manifest =
+            serde_json::from_value(probe).map_err(|e| Error::manifest(path, e.to_string()))?;
         m.validate(path)?;
         Ok(m)
     }
@@ -212,7 +215,10 @@ impl Manifest {
             )));
         }
         if self.shards.len() > MAX_SHARDS {
-            return Err(bad(format!("{} shards is over the limit of {MAX_SHARDS}", self.shards.len())));
+            return Err(bad(format!(
+                "{} shards is over the limit of {MAX_SHARDS}",
+                self.shards.len()
+            )));
         }
         let mut total = 0u64;
         for (i, s) in self.shards.iter().enumerate() {
@@ -251,7 +257,9 @@ impl Manifest {
             )));
         }
         if self.splits.is_empty() {
-            return Err(bad("key `splits` is empty; a set has at least one split".into()));
+            return Err(bad(
+                "key `splits` is empty; a set has at least one split".into()
+            ));
         }
         let mut next = 0u64;
         for (i, s) in self.splits.iter().enumerate() {
@@ -340,8 +348,16 @@ mod tests {
             layout,
             vec![shard("shard-00000.bin", 10), shard("shard-00001.bin", 5)],
             vec![
-                SplitInfo { name: "train".into(), start: 0, rows: 12 },
-                SplitInfo { name: "val".into(), start: 12, rows: 3 },
+                SplitInfo {
+                    name: "train".into(),
+                    start: 0,
+                    rows: 12,
+                },
+                SplitInfo {
+                    name: "val".into(),
+                    start: 12,
+                    rows: 3,
+                },
             ],
         )
         .unwrap()
@@ -361,7 +377,12 @@ mod tests {
     fn rejects_inconsistencies() {
         let mut m = sample();
         m.rows = 16;
-        assert!(reparse(&m).unwrap_err().to_string().contains("shards hold 15"));
+        assert!(
+            reparse(&m)
+                .unwrap_err()
+                .to_string()
+                .contains("shards hold 15")
+        );
         let mut m = sample();
         m.shards[1].bytes += 1;
         assert!(reparse(&m).unwrap_err().to_string().contains("shards[1]"));
@@ -370,13 +391,26 @@ mod tests {
         assert!(reparse(&m).is_err());
         let mut m = sample();
         m.splits[1].start = 13;
-        assert!(reparse(&m).unwrap_err().to_string().contains("starts at row 13"));
+        assert!(
+            reparse(&m)
+                .unwrap_err()
+                .to_string()
+                .contains("starts at row 13")
+        );
         let mut m = sample();
         m.layout.stride = 32;
-        assert!(reparse(&m).unwrap_err().to_string().contains("layout_digest"));
+        assert!(
+            reparse(&m)
+                .unwrap_err()
+                .to_string()
+                .contains("layout_digest")
+        );
         let mut m = sample();
         m.format_version = 2;
-        assert!(matches!(reparse(&m), Err(Error::UnsupportedVersion { found: 2, .. })));
+        assert!(matches!(
+            reparse(&m),
+            Err(Error::UnsupportedVersion { found: 2, .. })
+        ));
         let mut m = sample();
         m.shards[0].blake3 = "XYZ".into();
         assert!(reparse(&m).unwrap_err().to_string().contains("blake3"));

@@ -165,16 +165,18 @@ impl Schedule {
         last_batch: LastBatch,
     ) -> Result<Self> {
         if batch_size == 0 {
-            return Err(Error::InvalidArgument("batch_size must be at least 1".into()));
+            return Err(Error::InvalidArgument(
+                "batch_size must be at least 1".into(),
+            ));
         }
         if world_size == 0 || rank >= world_size {
             return Err(Error::InvalidArgument(format!(
                 "rank {rank} is not in 0..world_size ({world_size})"
             )));
         }
-        batch_size.checked_mul(world_size).ok_or_else(|| {
-            Error::InvalidArgument("batch_size * world_size overflows".into())
-        })?;
+        batch_size
+            .checked_mul(world_size)
+            .ok_or_else(|| Error::InvalidArgument("batch_size * world_size overflows".into()))?;
         Ok(Schedule {
             n,
             batch_size,
@@ -272,13 +274,25 @@ mod tests {
     #[test]
     fn epochs_and_seeds_differ() {
         let n = 1000;
-        let a: Vec<u64> = (0..n).map(|p| EpochOrder::shuffled(n, 1, 0).get(p)).collect();
-        let b: Vec<u64> = (0..n).map(|p| EpochOrder::shuffled(n, 1, 1).get(p)).collect();
-        let c: Vec<u64> = (0..n).map(|p| EpochOrder::shuffled(n, 2, 0).get(p)).collect();
+        let a: Vec<u64> = (0..n)
+            .map(|p| EpochOrder::shuffled(n, 1, 0).get(p))
+            .collect();
+        let b: Vec<u64> = (0..n)
+            .map(|p| EpochOrder::shuffled(n, 1, 1).get(p))
+            .collect();
+        let c: Vec<u64> = (0..n)
+            .map(|p| EpochOrder::shuffled(n, 2, 0).get(p))
+            .collect();
         assert_ne!(a, b);
         assert_ne!(a, c);
         // A shuffle should move most records.
-        assert!(a.iter().enumerate().filter(|&(i, &x)| i as u64 == x).count() < 20);
+        assert!(
+            a.iter()
+                .enumerate()
+                .filter(|&(i, &x)| i as u64 == x)
+                .count()
+                < 20
+        );
     }
 
     #[test]
@@ -292,8 +306,18 @@ mod tests {
             })
             .collect();
         assert_eq!(sizes, vec![3, 3, 4]);
-        assert_eq!(Schedule::new(10, 4, 0, 3, LastBatch::Drop).unwrap().batches_from(0), 0);
-        assert_eq!(Schedule::new(10, 4, 0, 3, LastBatch::Pad).unwrap().batches_from(0), 1);
+        assert_eq!(
+            Schedule::new(10, 4, 0, 3, LastBatch::Drop)
+                .unwrap()
+                .batches_from(0),
+            0
+        );
+        assert_eq!(
+            Schedule::new(10, 4, 0, 3, LastBatch::Pad)
+                .unwrap()
+                .batches_from(0),
+            1
+        );
     }
 
     #[test]

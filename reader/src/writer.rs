@@ -175,7 +175,9 @@ impl ShardSetWriter {
     pub fn begin_split(&mut self, name: &str) -> Result<()> {
         self.close_shard()?;
         if self.splits.iter().any(|s| s.name == name) {
-            return Err(Error::InvalidArgument(format!("split {name:?} begun twice")));
+            return Err(Error::InvalidArgument(format!(
+                "split {name:?} begun twice"
+            )));
         }
         self.splits.push(SplitInfo {
             name: name.to_owned(),

@@ -663,7 +663,7 @@ impl<'a> Encoder<'a> {
                         (None, None) => oov,
                     };
                     let base = r * stride + off + j * per_value * isz;
-                    self.write_int_value(base, id, one_hot, dtype, r, first_row, ctx, &f.name)?;
+                    write_int_value(recs, base, id, one_hot, dtype, r, first_row, ctx, &f.name)?;
                 }
             }
             return Ok(());
@@ -779,7 +779,7 @@ impl<'a> Encoder<'a> {
                         f.fill_null.ok_or_else(|| null_err(r))? as i128
                     };
                     let base = r * stride + off + j * per_value * isz;
-                    self.write_int_value(base, v as i64, one_hot, dtype, r, first_row, ctx, &f.name)?;
+                    write_int_value(recs, base, v as i64, one_hot, dtype, r, first_row, ctx, &f.name)?;
                 }
             } else {
                 let a = to_i64(col, ctx, &f.name)?;
@@ -790,17 +790,19 @@ impl<'a> Encoder<'a> {
                         f.fill_null.ok_or_else(|| null_err(r))? as i64
                     };
                     let base = r * stride + off + j * per_value * isz;
-                    self.write_int_value(base, v, one_hot, dtype, r, first_row, ctx, &f.name)?;
+                    write_int_value(recs, base, v, one_hot, dtype, r, first_row, ctx, &f.name)?;
                 }
             }
         }
         Ok(())
     }
 
-    /// Writes an integer value (or its one-hot expansion) at byte `base`.
-    #[allow(clippy::too_many_arguments)]
-    fn write_int_value(
-        &mut self,
+}
+
+/// Writes an integer value (or its one-hot expansion) at byte `base`.
+#[allow(clippy::too_many_arguments)]
+fn write_int_value(
+        recs: &mut [u8],
         base: usize,
         v: i64,
         one_hot: Option<u64>,
@@ -822,10 +824,10 @@ impl<'a> Encoder<'a> {
                         ),
                     ));
                 }
-                put_int(&mut self.recs[base + v as usize * isz..], dtype, 1);
+                put_int(&mut recs[base + v as usize * isz..], dtype, 1);
             }
             None => {
-                if !put_int(&mut self.recs[base..], dtype, i128::from(v)) {
+                if !put_int(&mut recs[base..], dtype, i128::from(v)) {
                     return Err(enc_err(
                         ctx,
                         format!(
@@ -838,4 +840,3 @@ impl<'a> Encoder<'a> {
         }
         Ok(())
     }
-}

@@ -13,7 +13,7 @@ use crate::spec::{FieldInput, Source, SourceFormat, Spec, Transform};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::datasource::file_format::options::{
-    ArrowReadOptions, CsvReadOptions, NdJsonReadOptions, ParquetReadOptions, ReadOptions,
+    ArrowReadOptions, CsvReadOptions, JsonReadOptions, ParquetReadOptions, ReadOptions,
 };
 use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
 use datafusion::execution::context::{SessionConfig, SessionContext};
@@ -146,7 +146,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, PlanError> {
 }
 
 fn listing_options(src: &Source, config: &SessionConfig) -> ListingOptions {
-    let table_options = config.options().clone().into();
+    let table_options = datafusion::config::TableOptions::default_from_session_config(config.options());
     let mut opts = match src.format {
         SourceFormat::Parquet => ParquetReadOptions::default().to_listing_options(config, table_options),
         SourceFormat::Csv => {
@@ -163,7 +163,7 @@ fn listing_options(src: &Source, config: &SessionConfig) -> ListingOptions {
             o.schema_infer_max_records = 1_000_000;
             o.to_listing_options(config, table_options)
         }
-        SourceFormat::Json => NdJsonReadOptions::default().to_listing_options(config, table_options),
+        SourceFormat::Json => JsonReadOptions::default().to_listing_options(config, table_options),
         SourceFormat::Arrow => ArrowReadOptions::default().to_listing_options(config, table_options),
     };
     // Files are named explicitly; do not filter them by extension.
@@ -407,7 +407,7 @@ impl Planner {
         &self,
         chunk: &Chunk,
         layout: &tessera_reader::RecordLayout,
-        frozen: &[Option<crate::transform::FrozenStats>],
+        frozen: &[Option<Vec<crate::transform::FrozenStats>>],
         dir: &Path,
         target_bytes: u64,
         progress: &(dyn Fn(u64, u64) + Sync),

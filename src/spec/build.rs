@@ -13,7 +13,14 @@ use std::path::{Path, PathBuf};
 const TOP_KEYS: &[&str] = &[
     "version", "name", "sources", "query", "filter", "fields", "split", "order", "shards",
 ];
-const SOURCE_KEYS: &[&str] = &["path", "format", "delimiter", "header", "null_values", "chunk"];
+const SOURCE_KEYS: &[&str] = &[
+    "path",
+    "format",
+    "delimiter",
+    "header",
+    "null_values",
+    "chunk",
+];
 const CSV_KEYS: &[&str] = &["delimiter", "header", "null_values"];
 const SPLIT_KEYS: &[&str] = &["key", "weights", "stats_from"];
 const ORDER_KEYS: &[&str] = &["shuffle_seed"];
@@ -26,11 +33,59 @@ pub const MIN_TARGET_BYTES: u64 = 64 << 10;
 
 /// Words that cannot name a source without quoting in SQL.
 const SQL_RESERVED: &[&str] = &[
-    "all", "and", "any", "as", "asc", "between", "by", "case", "cast", "create", "cross", "delete",
-    "desc", "distinct", "drop", "else", "end", "except", "exists", "false", "from", "full",
-    "group", "having", "in", "inner", "insert", "intersect", "is", "join", "left", "like", "limit",
-    "natural", "not", "null", "offset", "on", "or", "order", "outer", "right", "select", "table",
-    "then", "true", "union", "update", "using", "values", "when", "where", "with",
+    "all",
+    "and",
+    "any",
+    "as",
+    "asc",
+    "between",
+    "by",
+    "case",
+    "cast",
+    "create",
+    "cross",
+    "delete",
+    "desc",
+    "distinct",
+    "drop",
+    "else",
+    "end",
+    "except",
+    "exists",
+    "false",
+    "from",
+    "full",
+    "group",
+    "having",
+    "in",
+    "inner",
+    "insert",
+    "intersect",
+    "is",
+    "join",
+    "left",
+    "like",
+    "limit",
+    "natural",
+    "not",
+    "null",
+    "offset",
+    "on",
+    "or",
+    "order",
+    "outer",
+    "right",
+    "select",
+    "table",
+    "then",
+    "true",
+    "union",
+    "update",
+    "using",
+    "values",
+    "when",
+    "where",
+    "with",
 ];
 
 /// Validates the whole document. `file` is the spec path as the caller gave
@@ -43,20 +98,30 @@ pub(super) fn build(root: &Node, file: &Path, abs_path: PathBuf) -> Result<Spec,
         key_line: None,
     };
     if top.is_null() {
-        return Err(ctx.error("", None, "the spec is empty; it needs at least version, name, sources and fields"));
+        return Err(ctx.error(
+            "",
+            None,
+            "the spec is empty; it needs at least version, name, sources and fields",
+        ));
     }
     if !matches!(root.kind, Kind::Map(_)) {
         return Err(ctx.error(
             "",
             root.line,
-            format!("a spec is a mapping of keys (version, name, sources, ...), found {}", root.kind.describe()),
+            format!(
+                "a spec is a mapping of keys (version, name, sources, ...), found {}",
+                root.kind.describe()
+            ),
         ));
     }
-    let map = top.any_map(&ctx)?;
+    let mut map = top.any_map(&ctx)?;
+    map.key_line = None;
     // The version comes first: a spec written for another version may use keys
     // this one does not know, and "unsupported version" is the useful message.
     let version = read_version(&ctx, &map)?;
-    let map = top.map(&ctx, TOP_KEYS)?;
+    let mut map = top.map(&ctx, TOP_KEYS)?;
+    // A missing top-level key has no line to point at (line 1 would mislead).
+    map.key_line = None;
 
     let name = read_name(&ctx, &map)?;
     let sources = read_sources(&ctx, &map)?;
@@ -125,11 +190,7 @@ fn read_name(ctx: &Ctx<'_>, map: &MapView<'_>) -> Result<String, SpecError> {
     Ok(name.to_string())
 }
 
-fn optional_text(
-    ctx: &Ctx<'_>,
-    map: &MapView<'_>,
-    key: &str,
-) -> Result<Option<String>, SpecError> {
+fn optional_text(ctx: &Ctx<'_>, map: &MapView<'_>, key: &str) -> Result<Option<String>, SpecError> {
     match map.get_some(key) {
         Some(owned) => Ok(Some(owned.item().text(ctx)?.to_string())),
         None => Ok(None),
@@ -157,7 +218,9 @@ fn read_sources(ctx: &Ctx<'_>, map: &MapView<'_>) -> Result<Vec<Source>, SpecErr
                 return Err(ctx.error(
                     &key,
                     line,
-                    format!("only one source may be marked chunk: true (sources.{first} already is)"),
+                    format!(
+                        "only one source may be marked chunk: true (sources.{first} already is)"
+                    ),
                 ));
             }
             chunk_source = Some(name.to_string());
@@ -209,16 +272,17 @@ fn read_source(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Source, Spe
 
     if let Some(format) = format
         && format != SourceFormat::Csv
+        && let Some(csv_key) = CSV_KEYS.iter().find_map(|k| map.get(k))
     {
-        if let Some(key) = CSV_KEYS.iter().find(|k| map.get(k).is_some()) {
-            let owned = map.get(key);
-            let line = owned.as_ref().and_then(|o| o.key_line);
-            return Err(ctx.error(
-                &format!("{}.{key}", item.path),
-                line,
-                format!("{key} applies to csv sources only; this source reads {}", format.name()),
-            ));
-        }
+        let key = csv_key.path.rsplit('.').next().unwrap_or_default();
+        return Err(ctx.error(
+            &csv_key.path,
+            csv_key.key_line,
+            format!(
+                "{key} applies to csv sources only; this source reads {}",
+                format.name()
+            ),
+        ));
     }
 
     let mut csv = CsvOptions::default();
@@ -289,9 +353,10 @@ fn read_split(ctx: &Ctx<'_>, top: &MapView<'_>) -> Result<Option<Split>, SpecErr
     let weights_owned = map.require(ctx, "weights")?;
     let weights_map = weights_owned.item().any_map(ctx)?;
     if weights_map.entries.is_empty() {
-        return Err(weights_owned
-            .item()
-            .error(ctx, "needs at least one split, e.g. { train: 0.9, val: 0.1 }"));
+        return Err(weights_owned.item().error(
+            ctx,
+            "needs at least one split, e.g. { train: 0.9, val: 0.1 }",
+        ));
     }
     let mut weights = Vec::new();
     for entry in weights_map.entries {
@@ -319,7 +384,9 @@ fn read_split(ctx: &Ctx<'_>, top: &MapView<'_>) -> Result<Option<Split>, SpecErr
     }
     let total: f64 = weights.iter().map(|(_, w)| w).sum();
     if !total.is_finite() {
-        return Err(weights_owned.item().error(ctx, "the weights are too large to add up"));
+        return Err(weights_owned
+            .item()
+            .error(ctx, "the weights are too large to add up"));
     }
     for (_, w) in &mut weights {
         *w /= total;
@@ -386,7 +453,9 @@ fn read_shards(ctx: &Ctx<'_>, top: &MapView<'_>) -> Result<Shards, SpecError> {
         if bytes < MIN_TARGET_BYTES {
             return Err(item.error(
                 ctx,
-                format!("target_bytes must be at least 64KiB ({MIN_TARGET_BYTES} bytes), found {bytes}"),
+                format!(
+                    "target_bytes must be at least 64KiB ({MIN_TARGET_BYTES} bytes), found {bytes}"
+                ),
             ));
         }
         shards.target_bytes = bytes;

@@ -65,10 +65,13 @@ mod tests {
     fn suggestions() {
         let keys = ["dtype", "column", "columns", "expr", "transform"];
         assert_eq!(closest("dtyp", &keys), Some("dtype"));
-        assert_eq!(closest("colums", &keys), Some("columns"));
+        assert_eq!(closest("colmns", &keys), Some("columns"));
         assert_eq!(closest("Transfrom", &keys), Some("transform"));
         assert_eq!(closest("zzz", &keys), None);
         assert_eq!(closest("x", &["f32", "u8"]), None);
-        assert_eq!(did_you_mean("f3", &["f32", "f64", "u8"]), " (did you mean \"f32\"?)");
+        assert_eq!(
+            did_you_mean("f3", &["f32", "f64", "u8"]),
+            " (did you mean \"f32\"?)"
+        );
     }
 }

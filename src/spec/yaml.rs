@@ -91,14 +91,22 @@ pub(super) fn parse(text: &str) -> Result<Node, SyntaxError> {
     }
 }
 
-/// The library appends " at line L, column C" to its messages; the caller
-/// prints the line itself, in the `file:line:` prefix.
+/// The library appends " at line L, column C" to its messages (the caller
+/// prints the line itself, in the `file:line:` prefix), and a few of its
+/// messages speak to programmers using it rather than to spec authors.
 fn strip_location(message: &str) -> String {
     let trimmed = match message.rfind(" at line ") {
         Some(at) if message[at..].contains("column") => &message[..at],
         _ => message,
     };
-    trimmed.trim().to_string()
+    let trimmed = trimmed.trim();
+    if trimmed.starts_with("multiple YAML documents") {
+        return "a spec is a single YAML document; remove the `---` separator".to_string();
+    }
+    if let Some(head) = trimmed.strip_suffix(" rejected by the configured policy") {
+        return format!("{head} is not allowed: numbers in a spec must be finite");
+    }
+    trimmed.to_string()
 }
 
 fn line_of<T>(spanned: &Spanned<T>) -> Option<usize> {
@@ -117,7 +125,8 @@ enum RawKind {
     Float(f64),
     Str(String),
     Seq(Vec<RawNode>),
-    Map(Vec<(Spanned<String>, RawNode)>),
+    /// Keys as text with their line.
+    Map(Vec<(String, Option<usize>, RawNode)>),
 }
 
 impl RawNode {
@@ -133,9 +142,9 @@ impl RawNode {
             RawKind::Map(entries) => Kind::Map(
                 entries
                     .into_iter()
-                    .map(|(key, value)| Entry {
-                        key_line: line_of(&key),
-                        key: key.value,
+                    .map(|(key, key_line, value)| Entry {
+                        key,
+                        key_line,
                         value: value.into_node(),
                     })
                     .collect(),
@@ -222,9 +231,21 @@ impl<'de> Visitor<'de> for RawVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawKind, A::Error> {
         let mut entries = Vec::new();
-        while let Some(key) = map.next_key::<Spanned<String>>()? {
+        while let Some(key) = map.next_key::<RawNode>()? {
+            let line = line_of(&key.0);
+            let text = match key.0.value {
+                RawKind::Str(s) => s,
+                RawKind::Int(i) => i.to_string(),
+                RawKind::Float(x) => x.to_string(),
+                RawKind::Bool(b) => b.to_string(),
+                RawKind::Null => "null".to_string(),
+                // No spec key can be a collection; a stand-in name keeps the
+                // line, and the validator rejects it as an unknown or invalid key.
+                RawKind::Seq(_) => "<a list>".to_string(),
+                RawKind::Map(_) => "<a mapping>".to_string(),
+            };
             let value = map.next_value::<RawNode>()?;
-            entries.push((key, value));
+            entries.push((text, line, value));
         }
         Ok(RawKind::Map(entries))
     }
@@ -275,6 +296,28 @@ mod tests {
         let err = parse("a: [1, 2\nb: 3\n").expect_err("invalid yaml");
         assert_eq!(err.line, Some(2));
         assert!(!err.message.contains("at line"), "{}", err.message);
+    }
+
+    #[test]
+    fn keys_become_text() {
+        let root = parse("1: a\ntrue: b\n~: c\n").expect("valid yaml");
+        let keys: Vec<&str> = map(&root).iter().map(|e| e.key.as_str()).collect();
+        assert_eq!(keys, ["1", "true", "null"]);
+        let root = parse("a: 1\n? [x, y]\n: c\n").expect("complex keys are YAML");
+        assert_eq!(map(&root)[1].key, "<a list>");
+        assert_eq!(map(&root)[1].key_line, Some(2));
+    }
+
+    #[test]
+    fn library_messages_are_reworded() {
+        let err = parse("a: 1\n---\nb: 2\n").expect_err("two documents");
+        assert!(
+            err.message.contains("single YAML document"),
+            "{}",
+            err.message
+        );
+        let err = parse("a: .nan\n").expect_err("nan");
+        assert!(err.message.contains("must be finite"), "{}", err.message);
     }
 
     #[test]

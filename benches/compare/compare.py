@@ -1,0 +1,829 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark: tessera against the usual ways of feeding a training loop.
+
+One command times every method on the same generated Criteo-like data:
+
+    python benches/compare/compare.py --rows 2000000
+
+Methods (each measured in its own subprocesses, one for preparation and one
+for the epochs, so that peak memory is per method):
+
+  a  pyarrow, naive: every epoch reads all Parquet files with
+     pyarrow.parquet.read_table (all columns), filters in memory, applies
+     the transforms and converts to NumPy.
+  b  pyarrow.dataset: the same transforms, with the filter and the column
+     projection pushed down into the scan (row groups whose statistics
+     cannot match are skipped).
+  c  .npy + mmap: a one-off preprocessing (b's pipeline) writes one .npy per
+     field; every epoch opens them with np.load(mmap_mode='r') and slices
+     (sequential) or fancy-indexes (shuffled) batches.
+  d  tessera: `tessera.build` (the compiler) once, then tessera's Python
+     loader (`tessera.open(path).split("train").loader(...)`).
+  e  tessera's Rust reader alone: `tessera bench PATH --json`.
+
+(d) and (e) run only when available: `import tessera` works, and a
+`tessera` binary with a `bench` command is found in $TESSERA_BIN, on PATH,
+or in the project's shared target directory. Missing ones are reported as
+"not available", not as failures.
+
+What every method produces per batch: a dict of in-memory NumPy arrays
+`label` (batch,) float32, `dense` (batch, 13) float32 and `cats`
+(batch, 26) int32, tessera's 160-byte record; the consumer only counts rows
+and sums labels. A batch that is a view of a memory map is copied out first
+(np.array), as a training step would have to touch it anyway.
+
+The baselines' transforms (constants below) follow specs/criteo.yaml:
+filter `day >= 14`; split by a hash of `id` into train 0.9 / val 0.1, only
+train is iterated and feeds the statistics; dense = I1..I13 as f32, nulls
+-> 0, clip at min 0, log1p, standardize (train mean and population std);
+cats = C1..C26 each hashed into HASH_BUCKETS (2^20) buckets as i32; label
+as f32. The baselines hash strings with FNV-1a 64 over their UTF-8 bytes
+(a null hashes as the empty string; tessera gives it a value of its own)
+and pick the split with splitmix64 of `id`. Both are stable and cost the
+same kind of work as tessera's functions but are not them, so bucket ids
+and the exact train membership differ from (d)/(e) while the proportions
+match: fine for timing, not for comparing values.
+
+Figures per method: preparation time; epoch 1 and epoch 2 times (shuffled
+passes over the train split, including everything an epoch needs: for
+(a)/(b) the read, filter and transforms); samples/s sequential (an extra
+pass in order) and shuffled (rows / epoch-2 time); peak RSS of the
+training process and of the preparation; and each figure's ratio to (d).
+For (e) each pass is one `tessera bench` process (epoch k uses --seed k)
+and the times are the ones it reports, without process start-up.
+The Markdown table goes to benches/compare/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "scripts"))
+
+# --- The transform set; keep in step with specs/criteo.yaml. ----------------
+FILTER_DAY_MIN = 14                     # filter: day >= 14 (about 42% of rows)
+SPLIT_KEY = "id"
+SPLIT_TRAIN_FRACTION = 0.9              # train 0.9 / val 0.1
+HASH_BUCKETS = 1 << 20                  # buckets per categorical column
+DENSE_COLUMNS = [f"I{j}" for j in range(1, 14)]
+CAT_COLUMNS = [f"C{j}" for j in range(1, 27)]
+LABEL_COLUMN = "label"
+NEEDED_COLUMNS = [LABEL_COLUMN, *DENSE_COLUMNS, *CAT_COLUMNS, "day", SPLIT_KEY]
+
+METHODS = {
+    "a": "pyarrow read_table + in-memory filter",
+    "b": "pyarrow.dataset with pushdown",
+    "c": ".npy per field + np.load(mmap)",
+    "d": "tessera (Python loader)",
+    "e": "tessera (Rust reader, `tessera bench`)",
+}
+
+FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+FNV_PRIME = np.uint64(0x100000001B3)
+
+
+# --- Hashes -----------------------------------------------------------------
+
+def fnv1a64_strings(arr) -> np.ndarray:
+    """FNV-1a 64 of each string's UTF-8 bytes, vectorized over byte positions."""
+    import pyarrow as pa
+
+    if arr.type != pa.string():
+        arr = arr.cast(pa.string())
+    n = len(arr)
+    _validity, offsets_buf, data_buf = arr.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=np.int32, count=n + 1, offset=arr.offset * 4)
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(1, np.uint8)
+    if len(data) == 0:
+        data = np.zeros(1, np.uint8)
+    starts = offsets[:-1]
+    lengths = offsets[1:] - starts  # null slots have length 0: they hash as ""
+    h = np.full(n, FNV_OFFSET, dtype=np.uint64)
+    last = len(data) - 1
+    for j in range(int(lengths.max()) if n else 0):
+        byte = data[np.minimum(starts + j, last)].astype(np.uint64)
+        np.copyto(h, (h ^ byte) * FNV_PRIME, where=lengths > j)
+    return h
+
+
+def hash_buckets(column) -> np.ndarray:
+    """Bucket ids (int32) of a string or dictionary-of-string column (Array or ChunkedArray)."""
+    import pyarrow as pa
+
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    parts = []
+    for chunk in chunks:
+        if pa.types.is_dictionary(chunk.type):
+            # Hash each distinct value once; nulls take the hash of "".
+            dict_buckets = np.empty(len(chunk.dictionary) + 1, dtype=np.int32)
+            dict_buckets[:-1] = fnv1a64_strings(chunk.dictionary) % np.uint64(HASH_BUCKETS)
+            dict_buckets[-1] = FNV_OFFSET % np.uint64(HASH_BUCKETS)
+            codes = chunk.indices.fill_null(len(chunk.dictionary)).to_numpy()
+            parts.append(dict_buckets[codes])
+        else:
+            parts.append((fnv1a64_strings(chunk) % np.uint64(HASH_BUCKETS)).astype(np.int32))
+    if not parts:
+        return np.empty(0, dtype=np.int32)
+    return np.concatenate(parts) if len(parts) != 1 else parts[0]
+
+
+def split_is_train(ids: np.ndarray) -> np.ndarray:
+    """splitmix64(id) mod 10000 < 10000 * SPLIT_TRAIN_FRACTION."""
+    z = ids.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return (z % np.uint64(10000)) < np.uint64(round(10000 * SPLIT_TRAIN_FRACTION))
+
+
+# --- The shared transform pipeline of the pyarrow baselines ---------------------
+
+def dense_unscaled(table) -> np.ndarray:
+    """I1..I13 -> (n, 13) float32: nulls -> 0, clip at 0, log1p."""
+    out = np.empty((table.num_rows, len(DENSE_COLUMNS)), dtype=np.float32)
+    for j, name in enumerate(DENSE_COLUMNS):
+        out[:, j] = table.column(name).fill_null(0).to_numpy()
+    np.maximum(out, 0.0, out=out)
+    np.log1p(out, out=out)
+    return out
+
+
+def train_rows(table):
+    """The train split of an already filtered table."""
+    import pyarrow as pa
+
+    mask = split_is_train(table.column(SPLIT_KEY).to_numpy())
+    return table.filter(pa.array(mask))
+
+
+def transform(table, stats: dict) -> dict[str, np.ndarray]:
+    dense = dense_unscaled(table)
+    dense -= stats["mean"]
+    dense /= stats["std"]
+    cats = np.empty((table.num_rows, len(CAT_COLUMNS)), dtype=np.int32)
+    for j, name in enumerate(CAT_COLUMNS):
+        cats[:, j] = hash_buckets(table.column(name))
+    label = table.column(LABEL_COLUMN).to_numpy().astype(np.float32)
+    return {"label": label, "dense": dense, "cats": cats}
+
+
+def filtered_tables_naive(data: Path):
+    """(a): whole files, all columns, filter and split in memory."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    for path in parquet_files(data):
+        table = pq.read_table(path, read_dictionary=CAT_COLUMNS)
+        table = table.filter(pc.greater_equal(table.column("day"), FILTER_DAY_MIN))
+        if table.num_rows:
+            yield train_rows(table)
+
+
+def filtered_tables_dataset(data: Path):
+    """(b): filter and projection pushed into the pyarrow.dataset scan."""
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+
+    fmt = pads.ParquetFileFormat(read_options=pads.ParquetReadOptions(dictionary_columns=CAT_COLUMNS))
+    dataset = pads.dataset([str(p) for p in parquet_files(data)], format=fmt)
+    columns = [LABEL_COLUMN, *DENSE_COLUMNS, *CAT_COLUMNS, SPLIT_KEY]
+    scanner = dataset.scanner(columns=columns, filter=pads.field("day") >= FILTER_DAY_MIN)
+    for batch in scanner.to_batches():
+        if batch.num_rows:
+            yield train_rows(pa.Table.from_batches([batch]))
+
+
+def parquet_files(data: Path) -> list[Path]:
+    files = sorted(data.glob("*.parquet"))
+    if not files:
+        raise SystemExit(f"compare: no .parquet files in {data}")
+    return files
+
+
+def compute_stats(tables) -> dict:
+    """Train-split mean and population std of the unscaled dense features (float64 sums)."""
+    n = 0
+    s = np.zeros(len(DENSE_COLUMNS))
+    ss = np.zeros(len(DENSE_COLUMNS))
+    for table in tables:
+        x = dense_unscaled(table).astype(np.float64)
+        n += len(x)
+        s += x.sum(axis=0)
+        ss += np.square(x).sum(axis=0)
+    mean = s / n
+    std = np.sqrt(np.maximum(ss / n - mean * mean, 0.0))
+    std[std == 0] = 1.0
+    return {"rows": n, "mean": mean.astype(np.float32).tolist(), "std": std.astype(np.float32).tolist()}
+
+
+def stats_arrays(stats: dict) -> dict:
+    return {"mean": np.asarray(stats["mean"], np.float32), "std": np.asarray(stats["std"], np.float32)}
+
+
+# --- Batching and consuming ----------------------------------------------------
+
+def rebatch(chunks, batch_size: int):
+    """Batches of exactly batch_size rows (the last may be short) from a stream of array dicts."""
+    carry: list[dict] = []
+    carry_rows = 0
+    for chunk in chunks:
+        n = len(chunk["label"])
+        start = 0
+        if carry_rows:
+            take = min(batch_size - carry_rows, n)
+            carry.append({k: v[:take] for k, v in chunk.items()})
+            carry_rows += take
+            start = take
+            if carry_rows == batch_size:
+                yield {k: np.concatenate([c[k] for c in carry]) for k in chunk}
+                carry, carry_rows = [], 0
+        while n - start >= batch_size:
+            yield {k: v[start:start + batch_size] for k, v in chunk.items()}
+            start += batch_size
+        if start < n:
+            carry.append({k: v[start:] for k, v in chunk.items()})
+            carry_rows += n - start
+    if carry_rows:
+        yield {k: np.concatenate([c[k] for c in carry]) for k in carry[0]}
+
+
+def shuffled_batches(arrays: dict[str, np.ndarray], batch_size: int, seed: int):
+    n = len(arrays["label"])
+    perm = np.random.default_rng(seed).permutation(n)
+    for k in range(0, n, batch_size):
+        idx = perm[k:k + batch_size]
+        yield {name: a[idx] for name, a in arrays.items()}
+
+
+def sequential_copies(arrays: dict[str, np.ndarray], batch_size: int):
+    n = len(arrays["label"])
+    for k in range(0, n, batch_size):
+        yield {name: np.array(a[k:k + batch_size]) for name, a in arrays.items()}
+
+
+def consume(batches) -> dict:
+    """Run a pass; returns rows, label sum and seconds."""
+    t0 = time.perf_counter()
+    rows = 0
+    label_sum = 0.0
+    for batch in batches:
+        first = next(iter(batch.values()))
+        rows += len(first)
+        if "label" in batch:
+            label_sum += float(np.asarray(batch["label"], dtype=np.float64).sum())
+    return {"rows": rows, "label_sum": label_sum, "seconds": time.perf_counter() - t0}
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set (VmHWM), in MiB."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def children_peak_rss_mb() -> float:
+    import resource
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+# --- tessera discovery --------------------------------------------------------------
+
+def find_tessera_bin() -> str | None:
+    env = os.environ.get("TESSERA_BIN")
+    if env:
+        return env if Path(env).is_file() else None
+    on_path = shutil.which("tessera")
+    if on_path:
+        return on_path
+    target = Path(os.environ.get("CARGO_TARGET_DIR", Path.home() / ".cache" / "tessera" / "target"))
+    candidate = target / "release" / "tessera"
+    return str(candidate) if candidate.is_file() else None
+
+
+def bench_help(binary: str) -> str | None:
+    """The help text of `tessera bench`, or None if the binary has no bench command."""
+    try:
+        r = subprocess.run([binary, "bench", "--help"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout + r.stderr if r.returncode == 0 else None
+
+
+def bench_spec(spec: Path, data: Path, work: Path) -> Path:
+    """A copy of the spec whose Parquet source points at the generated data."""
+    import yaml
+
+    doc = yaml.safe_load(spec.read_text())
+    sources = doc.get("sources") or {}
+    if not sources:
+        raise SystemExit(f"compare: {spec} has no sources")
+    for src in sources.values():
+        if isinstance(src, dict) and "path" in src:
+            src["path"] = str(data.resolve() / "*.parquet")
+    out = work / "criteo-bench.yaml"
+    out.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return out
+
+
+def check_spec_agrees(spec: Path) -> list[str]:
+    """Differences between the spec and this file's constants, as warnings."""
+    try:
+        import yaml
+        doc = yaml.safe_load(spec.read_text())
+    except Exception as e:  # a broken spec is for (d) to report; the baselines still run
+        return [f"cannot read {spec}: {e}"]
+    warnings = []
+    filt = " ".join(str(doc.get("filter", "")).split())
+    if filt != f"day >= {FILTER_DAY_MIN}":
+        warnings.append(f"spec filter is {filt!r}, the baselines use 'day >= {FILTER_DAY_MIN}'")
+    text = spec.read_text()
+    if f"hash_bucket: {HASH_BUCKETS}" not in text and f"buckets: {HASH_BUCKETS}" not in text:
+        warnings.append(f"spec does not mention {HASH_BUCKETS} hash buckets (the baselines' value)")
+    return warnings
+
+
+# --- Workers: one subprocess per (phase, method) -----------------------------------
+
+def worker_prep(method: str, cfg: dict) -> dict:
+    data, work = Path(cfg["data"]), Path(cfg["work"])
+    t0 = time.perf_counter()
+    if method == "a":
+        stats = compute_stats(filtered_tables_naive(data))
+        result = {"stats": stats}
+    elif method == "b":
+        stats = compute_stats(filtered_tables_dataset(data))
+        result = {"stats": stats}
+    elif method == "c":
+        stats = compute_stats(filtered_tables_dataset(data))
+        st = stats_arrays(stats)
+        parts = [transform(t, st) for t in filtered_tables_dataset(data)]
+        npy = work / "npy"
+        npy.mkdir(parents=True, exist_ok=True)
+        for name in ("label", "dense", "cats"):
+            np.save(npy / f"{name}.npy", np.concatenate([p[name] for p in parts]))
+        del parts
+        result = {"stats": stats, "npy_dir": str(npy)}
+    elif method == "d":
+        try:
+            import tessera
+        except ImportError as e:
+            return {"unavailable": f"import tessera failed: {e}"}
+        if cfg.get("prebuilt"):
+            return {"artifact": cfg["prebuilt"], "prebuilt": True, "prep_s": None}
+        binary = find_tessera_bin()
+        if binary is None:
+            return {"unavailable": "`import tessera` works but the compiler is missing "
+                                   "(set TESSERA_BIN or put `tessera` on PATH)"}
+        os.environ["TESSERA_BIN"] = binary  # tessera.build looks here first
+        spec = Path(cfg["spec"])
+        if not spec.is_file():
+            return {"unavailable": f"{spec} does not exist"}
+        cache = work / "tessera-cache"
+        shutil.rmtree(cache, ignore_errors=True)  # a real build, not a cache hit
+        spec_copy = bench_spec(spec, data, work)
+        artifact = tessera.build(str(spec_copy), cache_dir=str(cache))
+        result = {"artifact": str(artifact)}
+    elif method == "e":
+        binary = find_tessera_bin()
+        if binary is None or bench_help(binary) is None:
+            return {"unavailable": "no `tessera` binary with a `bench` command "
+                                   "(set TESSERA_BIN or put it on PATH)"}
+        if cfg.get("artifact") or cfg.get("prebuilt"):
+            return {"artifact": cfg.get("artifact") or cfg["prebuilt"], "binary": binary,
+                    "prep_shared_with": "d", "prep_s": cfg.get("artifact_prep_s"),
+                    "prebuilt": bool(cfg.get("prebuilt"))}
+        spec = Path(cfg["spec"])
+        if not spec.is_file():
+            return {"unavailable": f"{spec} does not exist"}
+        cache = work / "tessera-cache"
+        shutil.rmtree(cache, ignore_errors=True)
+        spec_copy = bench_spec(spec, data, work)
+        artifact = build_with_cli(binary, spec_copy, cache)
+        result = {"artifact": artifact, "binary": binary}
+    else:
+        raise ValueError(method)
+    result["prep_s"] = time.perf_counter() - t0
+    result["prep_rss_mb"] = max(peak_rss_mb(), children_peak_rss_mb())
+    return result
+
+
+def last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "(no message)"
+
+
+def build_with_cli(binary: str, spec: Path, cache: Path) -> str:
+    r = subprocess.run([binary, "build", str(spec), "--cache-dir", str(cache)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"compare: `tessera build` failed (exit {r.returncode}): {last_line(r.stderr)}\n"
+                         f"{r.stderr[-2000:]}")
+    for line in reversed(r.stdout.splitlines()):
+        for word in reversed(line.split()):
+            if Path(word).is_dir():
+                return word
+    raise SystemExit(f"compare: no artifact path in the output of `tessera build`:\n{r.stdout[-2000:]}")
+
+
+def worker_run(method: str, cfg: dict) -> dict:
+    data = Path(cfg["data"])
+    prep = cfg["prep"]
+    bs, epochs = cfg["batch_size"], cfg["epochs"]
+    passes: list[dict] = []
+    if method in ("a", "b"):
+        tables = filtered_tables_naive if method == "a" else filtered_tables_dataset
+        st = stats_arrays(prep["stats"])
+        for e in range(epochs):
+            def shuffled(e=e):
+                parts = [transform(t, st) for t in tables(data)]
+                arrays = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+                del parts
+                yield from shuffled_batches(arrays, bs, seed=e)
+            passes.append(consume(shuffled()))
+        seq = consume(rebatch((transform(t, st) for t in tables(data)), bs))
+    elif method == "c":
+        npy = Path(prep["npy_dir"])
+
+        def open_all():
+            return {n: np.load(npy / f"{n}.npy", mmap_mode="r") for n in ("label", "dense", "cats")}
+
+        for e in range(epochs):
+            passes.append(consume(shuffled_batches(open_all(), bs, seed=e)))
+        seq = consume(sequential_copies(open_all(), bs))
+    elif method == "d":
+        import tessera
+
+        train = tessera.open(prep["artifact"]).split("train")
+
+        def make_loader(shuffle: bool, seed: int):
+            try:
+                return train.loader(batch_size=bs, shuffle=shuffle, seed=seed,
+                                    threads=cfg["threads"], drop_last=False)
+            except TypeError:
+                return train.loader(batch_size=bs, shuffle=shuffle, seed=seed, threads=cfg["threads"])
+
+        loader = make_loader(True, 0)
+        for e in range(epochs):
+            if hasattr(loader, "set_epoch"):
+                loader.set_epoch(e)
+            else:
+                loader = make_loader(True, e)
+            passes.append(consume(iter(loader)))
+        seq = consume(iter(make_loader(False, 0)))
+    elif method == "e":
+        binary, artifact = prep["binary"], prep["artifact"]
+        helptext = bench_help(binary) or ""
+        for e in range(epochs):
+            passes.append(run_cli_bench(binary, artifact, bs, cfg["threads"], True, e, helptext))
+        seq = run_cli_bench(binary, artifact, bs, cfg["threads"], False, 0, helptext)
+    else:
+        raise ValueError(method)
+    rss = children_peak_rss_mb() if method == "e" else peak_rss_mb()
+    return {"epochs": passes, "sequential": seq, "rss_mb": rss}
+
+
+def run_cli_bench(binary: str, artifact: str, bs: int, threads: int, shuffle: bool, epoch: int,
+                  helptext: str) -> dict:
+    cmd = [binary, "bench", artifact, "--batch-size", str(bs), "--threads", str(threads), "--json"]
+    if shuffle:
+        cmd.append("--shuffle")
+    if "--split" in helptext:
+        cmd += ["--split", "train"]
+    if re.search(r"--seed\b", helptext):
+        cmd += ["--seed", str(epoch)]  # one process per epoch: a different shuffle each time
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if r.returncode != 0:
+        raise SystemExit(f"compare: {' '.join(cmd)} failed (exit {r.returncode}): {last_line(r.stderr)}\n"
+                         f"{r.stderr[-2000:]}")
+    report = None
+    for line in reversed(r.stdout.strip().splitlines()):
+        try:
+            report = json.loads(line)
+            break
+        except json.JSONDecodeError:
+            continue
+    if report is None:
+        try:
+            report = json.loads(r.stdout)
+        except json.JSONDecodeError:
+            raise SystemExit(f"compare: no JSON in the output of {' '.join(cmd)}:\n{r.stdout[-2000:]}")
+    if "samples_per_sec" not in report:
+        raise SystemExit(f"compare: `tessera bench` JSON has no samples_per_sec: {report}")
+    sps = float(report["samples_per_sec"])
+    rows = next((int(report[k]) for k in ("samples", "rows", "records") if k in report), None)
+    seconds = next((float(report[k]) for k in ("seconds", "elapsed_s", "elapsed") if k in report), None)
+    if seconds is None:
+        seconds = rows / sps if rows else wall
+    return {"rows": rows or round(sps * seconds), "label_sum": None, "seconds": seconds,
+            "wall_with_process_s": wall, "report": report}
+
+
+def worker_main(spec: str, cfg_json: str) -> int:
+    phase, method = spec.split(":")
+    cfg = json.loads(cfg_json)
+    if method in "abc":
+        # Imported before any timer starts, so that epoch 1 does not pay for it.
+        import pyarrow.compute  # noqa: F401
+        import pyarrow.dataset  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
+    try:
+        result = worker_prep(method, cfg) if phase == "prep" else worker_run(method, cfg)
+    except SystemExit as e:
+        msg = str(e.code)
+        print(msg, file=sys.stderr)
+        result = {"error": f"{phase}: " + msg.removeprefix("compare: ").splitlines()[0]}
+    except Exception as e:
+        import traceback
+        traceback.print_exc()
+        result = {"error": f"{phase}: {type(e).__name__}: {e}"}
+    print("RESULT " + json.dumps(result), flush=True)
+    return 0
+
+
+# --- The driver -----------------------------------------------------------------------
+
+def run_worker(phase: str, method: str, cfg: dict, timeout: float) -> dict:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", f"{phase}:{method}",
+           "--worker-config", json.dumps(cfg)]
+    try:
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"{phase} timed out after {timeout:.0f}s"}
+    for line in reversed(r.stdout.splitlines()):
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    return {"error": f"{phase} failed (exit {r.returncode}); see the messages above"}
+
+
+def ensure_data(data: Path, rows: int, seed: int) -> None:
+    meta_path = data / "_generator.json"
+    if meta_path.is_file():
+        meta = json.loads(meta_path.read_text())
+        if meta.get("rows") == rows and meta.get("seed") == seed and meta.get("sort_by") == "day":
+            return
+    import gen_criteo
+
+    print(f"compare: generating {rows} rows into {data}", file=sys.stderr)
+    code = gen_criteo.main(["--rows", str(rows), "--seed", str(seed), "--out", str(data), "--quiet"])
+    if code:
+        raise SystemExit(f"compare: data generation failed (exit {code})")
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "n/a"
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def summarize(method: str, prep: dict, run: dict) -> dict:
+    row = {"method": method, "name": METHODS[method]}
+    if "unavailable" in prep:
+        row["status"] = "not available: " + prep["unavailable"]
+        return row
+    if "error" in prep or "error" in run:
+        row["status"] = "FAILED: " + (prep.get("error") or run.get("error"))
+        return row
+    epochs = run["epochs"]
+    samples = epochs[-1]["rows"]
+    row.update({
+        "status": "ok",
+        "prep_s": prep.get("prep_s"),
+        "prep_shared_with": prep.get("prep_shared_with"),
+        "prebuilt": prep.get("prebuilt", False),
+        "prep_rss_mb": prep.get("prep_rss_mb"),
+        "epoch_s": [p["seconds"] for p in epochs],
+        "rows_per_epoch": samples,
+        "label_mean": (epochs[-1]["label_sum"] / samples) if epochs[-1].get("label_sum") is not None and samples else None,
+        "seq_sps": run["sequential"]["rows"] / run["sequential"]["seconds"],
+        "shuf_sps": samples / epochs[-1]["seconds"],
+        "rss_mb": run["rss_mb"],
+    })
+    return row
+
+
+def fmt_s(x) -> str:
+    return "n/a" if x is None else (f"{x:.2f} s" if x < 100 else f"{x:.0f} s")
+
+
+def fmt_sps(x) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x / 1e6:.2f} M/s" if x >= 1e5 else f"{x / 1e3:.0f} k/s"
+
+
+def fmt_mb(x) -> str:
+    return "n/a" if x is None else f"{x:.0f} MiB"
+
+
+def ratio(x, ref) -> str:
+    if x is None or ref is None or ref == 0:
+        return ""
+    r = x / ref
+    return f" ({r:.2g}×)" if r < 10 else f" ({r:.0f}×)"
+
+
+def render(rows: list[dict], info: dict) -> str:
+    d = next((r for r in rows if r["method"] == "d" and r["status"] == "ok"), None)
+
+    def ref(key, idx=None):
+        if d is None:
+            return None
+        v = d.get(key)
+        return v[idx] if (idx is not None and v is not None and len(v) > idx) else v
+
+    lines = [
+        "# Side-by-side: tessera against the usual input pipelines",
+        "",
+        f"Generated by `{info['command']}` on {info['date']}.",
+        "",
+        f"- Machine: {info['cores']} cores ({info['cpu']}), {info['mem_gib']:.0f} GiB RAM; "
+        f"Python {info['python']}, NumPy {info['numpy']}, pyarrow {info['pyarrow']}.",
+        f"- Load average at start / end: {info['load_start']} / {info['load_end']} "
+        "(other work on the machine makes figures noisy).",
+        f"- Data: {info['rows']:,} generated Criteo-like rows (scripts/gen_criteo.py, {info['files']} Parquet "
+        f"files, {info['data_mib']:.0f} MiB, sorted by day); filter `day >= {FILTER_DAY_MIN}`, train split "
+        f"{SPLIT_TRAIN_FRACTION:.0%} by a hash of `id`. Batch size {info['batch_size']}, "
+        f"{info['threads']} reader threads for tessera.",
+        "- An epoch is a shuffled pass over the train split including everything it needs "
+        "(for the pyarrow methods: read, filter, transform, to NumPy). Sequential samples/s comes "
+        "from one extra in-order pass; shuffled samples/s is rows / epoch-2 time.",
+        "- Peak RSS: of the process running the epochs (mapped file pages it touched count too); "
+        "preparation measured separately. Ratios in parentheses are the method's figure divided "
+        "by tessera's (d): above 1 means more time or memory, below 1 means fewer samples/s.",
+        "",
+        "| Method | Preparation | Epoch 1 | Epoch 2 | Sequential | Shuffled | Peak RSS | Prep. peak RSS | Rows/epoch |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        label = f"({r['method']}) {r['name']}"
+        if r["status"] != "ok":
+            lines.append(f"| {label} | {r['status']} | | | | | | | |")
+            continue
+        e = r["epoch_s"]
+        prep = fmt_s(r["prep_s"]) + ratio(r["prep_s"], ref("prep_s"))
+        if r.get("prep_shared_with"):
+            prep = f"shared with ({r['prep_shared_with']})"
+        if r.get("prebuilt"):
+            prep = "prebuilt (--artifact)"
+        lines.append(
+            f"| {label} | {prep} "
+            f"| {fmt_s(e[0])}{ratio(e[0], ref('epoch_s', 0))} "
+            f"| {fmt_s(e[1] if len(e) > 1 else None)}{ratio(e[1] if len(e) > 1 else None, ref('epoch_s', 1))} "
+            f"| {fmt_sps(r['seq_sps'])}{ratio(r['seq_sps'], ref('seq_sps'))} "
+            f"| {fmt_sps(r['shuf_sps'])}{ratio(r['shuf_sps'], ref('shuf_sps'))} "
+            f"| {fmt_mb(r['rss_mb'])}{ratio(r['rss_mb'], ref('rss_mb'))} "
+            f"| {fmt_mb(r.get('prep_rss_mb'))} "
+            f"| {r['rows_per_epoch']:,} |"
+        )
+    lines += [
+        "",
+        "Notes:",
+        "- The baselines (a)-(c) hash with FNV-1a 64 and split with splitmix64 of `id`: same work, "
+        "not tessera's functions, so bucket ids and train membership differ slightly from (d)/(e).",
+        "- (a) and (b) read the categorical columns as Arrow dictionaries and hash each distinct "
+        "value once per row group, which is the fast way to do it in pyarrow.",
+    ]
+    for w in info.get("warnings", []):
+        lines.append(f"- Warning: {w}")
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="Methods: " + "; ".join(f"{k}: {v}" for k, v in METHODS.items()))
+    ap.add_argument("--rows", type=int, default=2_000_000, help="rows to generate (default 2000000)")
+    ap.add_argument("--epochs", type=int, default=2, help="shuffled epochs per method (default 2, minimum 1)")
+    ap.add_argument("--skip", default="", help="methods to skip, comma-separated letters, e.g. d,e")
+    ap.add_argument("--batch-size", type=int, default=4096, help="batch size (default 4096)")
+    ap.add_argument("--threads", type=int, default=2, help="tessera loader threads (default 2)")
+    ap.add_argument("--seed", type=int, default=0, help="data generator seed (default 0)")
+    ap.add_argument("--data", type=Path, help="data directory (default data/bench/criteo-<rows>)")
+    ap.add_argument("--work", type=Path, help="scratch directory for .npy files and the tessera cache "
+                    "(default data/bench/work-<rows>)")
+    ap.add_argument("--spec", type=Path, default=REPO_ROOT / "specs" / "criteo.yaml",
+                    help="tessera spec for (d)/(e) (default specs/criteo.yaml); its source path is "
+                    "rewritten to point at the generated data")
+    ap.add_argument("--artifact", type=Path,
+                    help="use this already built shard set for (d)/(e) instead of running `tessera build` "
+                    "(preparation is then not timed)")
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "RESULTS.md",
+                    help="Markdown output (default benches/compare/RESULTS.md)")
+    ap.add_argument("--json", type=Path, help="also write the raw figures as JSON here")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds allowed per phase (default 1800)")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--worker-config", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        return args
+    if args.rows < 1000:
+        ap.error(f"--rows must be at least 1000, got {args.rows}")
+    if args.epochs < 1:
+        ap.error(f"--epochs must be at least 1, got {args.epochs}")
+    if args.batch_size < 1:
+        ap.error(f"--batch-size must be at least 1, got {args.batch_size}")
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    unknown = skip - set(METHODS)
+    if unknown:
+        ap.error(f"--skip: unknown methods {sorted(unknown)}; choose from {', '.join(METHODS)}")
+    args.skip = skip
+    args.data = args.data or REPO_ROOT / "data" / "bench" / f"criteo-{args.rows}"
+    args.work = args.work or REPO_ROOT / "data" / "bench" / f"work-{args.rows}"
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.worker:
+        return worker_main(args.worker, args.worker_config)
+
+    import pyarrow
+
+    load_start = loadavg()
+    ensure_data(args.data, args.rows, args.seed)
+    args.work.mkdir(parents=True, exist_ok=True)
+    warnings = check_spec_agrees(args.spec) if args.spec.is_file() else [
+        f"{args.spec} not found: tessera (d)/(e) cannot run"]
+    for w in warnings:
+        print(f"compare: warning: {w}", file=sys.stderr)
+
+    cfg = {"data": str(args.data), "work": str(args.work), "spec": str(args.spec),
+           "batch_size": args.batch_size, "epochs": args.epochs, "threads": args.threads,
+           "prebuilt": str(args.artifact.resolve()) if args.artifact else None}
+    results = []
+    for method in METHODS:
+        if method in args.skip:
+            continue
+        print(f"compare: ({method}) {METHODS[method]}: preparing", file=sys.stderr)
+        prep = run_worker("prep", method, cfg, args.timeout)
+        if method == "d" and "artifact" in prep:
+            cfg["artifact"], cfg["artifact_prep_s"] = prep["artifact"], prep["prep_s"]
+        run = {}
+        if "unavailable" not in prep and "error" not in prep:
+            print(f"compare: ({method}) running {args.epochs} epochs + a sequential pass", file=sys.stderr)
+            run = run_worker("run", method, {**cfg, "prep": prep}, args.timeout)
+        row = summarize(method, prep, run)
+        results.append(row)
+        if row["status"] == "ok":
+            print(f"compare: ({method}) prep {fmt_s(row['prep_s'])}, epochs "
+                  f"{', '.join(fmt_s(x) for x in row['epoch_s'])}, seq {fmt_sps(row['seq_sps'])}, "
+                  f"shuffled {fmt_sps(row['shuf_sps'])}, peak RSS {fmt_mb(row['rss_mb'])}", file=sys.stderr)
+        else:
+            print(f"compare: ({method}) {row['status']}", file=sys.stderr)
+
+    meta = json.loads((args.data / "_generator.json").read_text())
+    info = {
+        "command": "python benches/compare/compare.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "cores": os.cpu_count(), "cpu": cpu_model(),
+        "mem_gib": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30,
+        "python": platform.python_version(), "numpy": np.__version__, "pyarrow": pyarrow.__version__,
+        "load_start": load_start, "load_end": loadavg(),
+        "rows": args.rows, "files": meta["files"],
+        "data_mib": sum(p.stat().st_size for p in parquet_files(args.data)) / 2**20,
+        "batch_size": args.batch_size, "threads": args.threads, "warnings": warnings,
+    }
+    text = render(results, info)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    if args.json:
+        args.json.write_text(json.dumps({"info": info, "results": results}, indent=2) + "\n")
+    print(text)
+    print(f"compare: wrote {args.out}", file=sys.stderr)
+    failed = [r for r in results if r["status"].startswith("FAILED")]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

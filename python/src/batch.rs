@@ -1,0 +1,102 @@
+//! `tessera.Batch`: the owner of one batch buffer, and the `base` of every
+//! NumPy array a loader yields for that batch.
+
+use crate::views::RecordView;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// One batch's contiguous buffer of ``rows x stride`` bytes.
+///
+/// A loader yields a ``dict`` of NumPy arrays; every array is a strided,
+/// writable view into this one buffer, and this object is each array's
+/// ``base``. The buffer is the batch's own copy (the files are never written),
+/// and it is recycled for a later batch only once every view of it is gone.
+#[pyclass(frozen, module = "tessera._tessera", name = "Batch")]
+pub struct Batch {
+    /// Held only to keep the buffer alive (and hand it back to the loader's
+    /// pool when dropped): after construction Rust never touches the bytes,
+    /// which NumPy may be writing.
+    _inner: tessera_reader::Batch,
+    address: usize,
+    rows: usize,
+    stride: usize,
+    index: u64,
+}
+
+impl Batch {
+    /// Wraps `batch` and returns its fields as a dict of views into it.
+    pub(crate) fn into_dict<'py>(
+        py: Python<'py>,
+        mut batch: tessera_reader::Batch,
+        view: &RecordView,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let rows = batch.rows();
+        let stride = batch.stride();
+        let index = batch.index();
+        debug_assert_eq!(stride, view.stride());
+        // The pointer outlives the move into the Python object below: moving
+        // the batch moves the buffer's handle, not its heap allocation.
+        let data = batch.bytes_mut().as_mut_ptr();
+        let owner = Bound::new(
+            py,
+            Batch {
+                _inner: batch,
+                address: data as usize,
+                rows,
+                stride,
+                index,
+            },
+        )?;
+        // SAFETY: `data` is the start of the batch's buffer of `rows * stride`
+        // bytes, 8-byte aligned (tessera_reader::Batch guarantees it), owned
+        // by `owner` and freed or recycled only when `owner` is dropped, which
+        // the arrays prevent by holding it as their base. Rust never forms a
+        // reference to those bytes again, so NumPy's writes race with nothing.
+        unsafe { view.dict(owner.as_any(), data, Some(rows), true) }
+    }
+}
+
+#[pymethods]
+impl Batch {
+    /// Records in the batch.
+    #[getter]
+    fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Bytes per record (the byte stride of the leading axis of every field).
+    #[getter]
+    fn stride(&self) -> usize {
+        self.stride
+    }
+
+    /// Size of the buffer in bytes (``rows * stride``).
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.rows * self.stride
+    }
+
+    /// Address of the first byte of the buffer; field ``f`` of record ``j``
+    /// is at ``address + j * stride + offset(f)``.
+    #[getter]
+    fn address(&self) -> usize {
+        self.address
+    }
+
+    /// The batch's index in this rank's batch sequence for the epoch.
+    #[getter]
+    fn index(&self) -> u64 {
+        self.index
+    }
+
+    fn __len__(&self) -> usize {
+        self.rows
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Batch(index={}, rows={}, stride={})",
+            self.index, self.rows, self.stride
+        )
+    }
+}

@@ -1,0 +1,389 @@
+//! `tessera.Loader`: the configuration of a batch stream, its epoch and its
+//! resumable position.
+
+use crate::dataset::Dataset;
+use crate::errors::{argument, to_py};
+use crate::iterator::BatchIterator;
+use crate::views::RecordView;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::sync::{Arc, Mutex, PoisonError};
+use tessera_reader::{Cursor, LastBatch, LoaderConfig};
+
+/// Version tag stored in every state dict.
+const STATE_FORMAT: &str = "tessera-loader/1";
+
+/// Where the loader's stream is: shared between the loader and the iterator
+/// it most recently started, which advances `position` after every batch it
+/// yields.
+#[derive(Debug, Default)]
+pub(crate) struct Progress {
+    pub(crate) epoch: u64,
+    /// Epoch position reached (all ranks together); see `tessera_reader::Cursor`.
+    pub(crate) position: u64,
+    /// True after `load_state_dict`: the next iteration continues at
+    /// `position` instead of starting the epoch over.
+    pending: bool,
+    /// Bumped whenever a new iteration starts or the state is replaced, so a
+    /// stale iterator can no longer move `position`.
+    pub(crate) generation: u64,
+}
+
+pub(crate) type SharedProgress = Arc<Mutex<Progress>>;
+
+pub(crate) fn lock(p: &SharedProgress) -> std::sync::MutexGuard<'_, Progress> {
+    p.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Loader arguments as Python passes them, checked by [`LoaderArgs::config`].
+pub(crate) struct LoaderArgs<'a> {
+    pub(crate) batch_size: i64,
+    pub(crate) shuffle: bool,
+    pub(crate) seed: u64,
+    pub(crate) rank: i64,
+    pub(crate) world_size: i64,
+    pub(crate) drop_last: bool,
+    pub(crate) threads: i64,
+    pub(crate) prefetch: i64,
+    pub(crate) last_batch: Option<&'a str>,
+    pub(crate) worker: i64,
+    pub(crate) num_workers: i64,
+}
+
+impl LoaderArgs<'_> {
+    fn config(&self) -> PyResult<LoaderConfig> {
+        let last_batch = match self.last_batch {
+            None if self.drop_last => LastBatch::Drop,
+            None => LastBatch::Partial,
+            Some(s) => parse_last_batch(s)?,
+        };
+        let rank = at_least("rank", self.rank, 0)?;
+        let world_size = at_least("world_size", self.world_size, 1)?;
+        if rank >= world_size {
+            return Err(argument(format!(
+                "rank {rank} is not in 0..world_size ({world_size})"
+            )));
+        }
+        let worker = at_least("worker", self.worker, 0)?;
+        let num_workers = at_least("num_workers", self.num_workers, 1)?;
+        if worker >= num_workers {
+            return Err(argument(format!(
+                "worker {worker} is not in 0..num_workers ({num_workers})"
+            )));
+        }
+        Ok(LoaderConfig {
+            batch_size: at_least("batch_size", self.batch_size, 1)?,
+            shuffle: self.shuffle,
+            seed: self.seed,
+            rank,
+            world_size,
+            last_batch,
+            threads: at_least("threads", self.threads, 0)? as usize,
+            prefetch: at_least("prefetch", self.prefetch, 1)? as usize,
+            worker,
+            num_workers,
+        })
+    }
+}
+
+fn at_least(name: &str, value: i64, min: i64) -> PyResult<u64> {
+    if value < min {
+        return Err(argument(format!(
+            "{name} must be at least {min}, got {value}"
+        )));
+    }
+    Ok(value as u64)
+}
+
+fn parse_last_batch(s: &str) -> PyResult<LastBatch> {
+    match s {
+        "drop" => Ok(LastBatch::Drop),
+        "partial" => Ok(LastBatch::Partial),
+        "pad" => Ok(LastBatch::Pad),
+        other => Err(argument(format!(
+            "last_batch must be \"drop\", \"partial\" or \"pad\", got {other:?}"
+        ))),
+    }
+}
+
+fn last_batch_name(l: LastBatch) -> &'static str {
+    match l {
+        LastBatch::Drop => "drop",
+        LastBatch::Partial => "partial",
+        LastBatch::Pad => "pad",
+    }
+}
+
+/// An iterable over the batches of a dataset for one rank.
+///
+/// Each iteration (``for batch in loader``) runs one epoch: ``batch`` is a
+/// ``dict`` mapping field names to NumPy arrays of shape
+/// ``(rows, *field_shape)``, all strided, writable views into one contiguous
+/// buffer (their common ``base`` is a ``Batch``). Prefetch threads build the
+/// next batches while Python runs; the GIL is released while waiting.
+///
+/// The order is a function of ``(seed, epoch)`` only: the same for any number
+/// of threads, prefetch depth or data-loader workers. The epoch does not
+/// advance by itself: call ``set_epoch(e)`` before each epoch, as with
+/// PyTorch's ``DistributedSampler``.
+#[pyclass(frozen, module = "tessera._tessera", name = "Loader")]
+pub struct Loader {
+    loader: tessera_reader::Loader,
+    view: Arc<RecordView>,
+    progress: SharedProgress,
+    dataset: Py<Dataset>,
+}
+
+impl Loader {
+    pub(crate) fn new(ds: &Bound<'_, Dataset>, args: LoaderArgs<'_>) -> PyResult<Self> {
+        let cfg = args.config()?;
+        let inner = ds.get().inner();
+        let loader = tessera_reader::Loader::new(inner, cfg).map_err(to_py)?;
+        Ok(Loader {
+            view: Arc::new(RecordView::new(ds.py(), inner.layout())?),
+            loader,
+            progress: SharedProgress::default(),
+            dataset: ds.clone().unbind(),
+        })
+    }
+
+    fn cfg(&self) -> &LoaderConfig {
+        self.loader.config()
+    }
+}
+
+#[pymethods]
+impl Loader {
+    /// Starts an epoch (or continues the one a ``load_state_dict`` restored)
+    /// and returns an iterator over its batches.
+    fn __iter__(&self) -> PyResult<BatchIterator> {
+        let (cursor, generation) = {
+            let mut p = lock(&self.progress);
+            if !p.pending {
+                p.position = 0;
+            }
+            p.pending = false;
+            p.generation += 1;
+            let cursor = Cursor {
+                seed: self.cfg().seed,
+                epoch: p.epoch,
+                position: p.position,
+            };
+            (cursor, p.generation)
+        };
+        let batches = self.loader.resume(cursor).map_err(to_py)?;
+        Ok(BatchIterator::new(
+            batches,
+            Arc::clone(&self.view),
+            Arc::clone(&self.progress),
+            generation,
+        ))
+    }
+
+    /// Number of batches in a whole epoch for this rank (and worker).
+    fn __len__(&self) -> usize {
+        self.loader.len() as usize
+    }
+
+    /// Sets the epoch the next iteration runs. Each epoch has its own
+    /// shuffle. Setting the epoch that a ``load_state_dict`` restored keeps the
+    /// restored position, so the usual ``set_epoch(e); for b in loader`` loop
+    /// resumes correctly.
+    fn set_epoch(&self, epoch: u64) {
+        let mut p = lock(&self.progress);
+        if p.pending && p.epoch == epoch {
+            return;
+        }
+        *p = Progress {
+            epoch,
+            position: 0,
+            pending: false,
+            generation: p.generation + 1,
+        };
+    }
+
+    /// The epoch of the current (or next) iteration.
+    #[getter]
+    fn epoch(&self) -> u64 {
+        lock(&self.progress).epoch
+    }
+
+    /// The stream's position, to save in a checkpoint: ``seed``, ``epoch`` and
+    /// ``position`` (epoch positions consumed by all ranks, counting the
+    /// batches yielded so far), plus the configuration it is valid for.
+    ///
+    /// Only the iterator most recently started updates the position; with
+    /// ``num_workers > 1`` this loader sees only its own sub-stream, so use
+    /// ``tessera.torch.IterableDataset.state_dict`` there instead.
+    fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let (epoch, position) = {
+            let p = lock(&self.progress);
+            (p.epoch, p.position)
+        };
+        let cfg = self.cfg();
+        let d = PyDict::new(py);
+        d.set_item("format", STATE_FORMAT)?;
+        d.set_item("seed", cfg.seed)?;
+        d.set_item("epoch", epoch)?;
+        d.set_item("position", position)?;
+        d.set_item("shuffle", cfg.shuffle)?;
+        d.set_item("rows", self.loader.dataset().len())?;
+        d.set_item("batch_size", cfg.batch_size)?;
+        d.set_item("world_size", cfg.world_size)?;
+        d.set_item("last_batch", last_batch_name(cfg.last_batch))?;
+        Ok(d)
+    }
+
+    /// Restores a position saved by ``state_dict``: the next iteration
+    /// continues that epoch exactly where it stopped. The seed, shuffle flag
+    /// and dataset size must match this loader; the batch size and world size
+    /// may differ (the position is counted in records, at a step boundary).
+    fn load_state_dict(&self, state: &Bound<'_, PyDict>) -> PyResult<()> {
+        let get = |key: &str| -> PyResult<Bound<'_, PyAny>> {
+            state
+                .get_item(key)?
+                .ok_or_else(|| argument(format!("state dict has no key {key:?}")))
+        };
+        let int = |key: &str| -> PyResult<u64> {
+            get(key)?.extract::<u64>().map_err(|_| {
+                argument(format!(
+                    "state dict key {key:?} must be a non-negative integer"
+                ))
+            })
+        };
+        if let Some(f) = state.get_item("format")? {
+            let f: String = f.extract()?;
+            if f != STATE_FORMAT {
+                return Err(argument(format!(
+                    "state dict format {f:?} is not {STATE_FORMAT:?}"
+                )));
+            }
+        }
+        let cfg = self.cfg();
+        let seed = int("seed")?;
+        if seed != cfg.seed {
+            return Err(argument(format!(
+                "state dict was saved with seed {seed}, this loader has seed {}",
+                cfg.seed
+            )));
+        }
+        if let Some(s) = state.get_item("shuffle")? {
+            let s: bool = s.extract()?;
+            if s != cfg.shuffle {
+                return Err(argument(format!(
+                    "state dict was saved with shuffle={s}, this loader has shuffle={}",
+                    cfg.shuffle
+                )));
+            }
+        }
+        let rows = self.loader.dataset().len();
+        if let Some(r) = state.get_item("rows")? {
+            let r: u64 = r.extract()?;
+            if r != rows {
+                return Err(argument(format!(
+                    "state dict was saved for {r} records, this dataset has {rows}"
+                )));
+            }
+        }
+        let epoch = int("epoch")?;
+        let position = int("position")?;
+        if position > rows {
+            return Err(argument(format!(
+                "state dict position {position} is past the end of the epoch ({rows} records)"
+            )));
+        }
+        let mut p = lock(&self.progress);
+        *p = Progress {
+            epoch,
+            position,
+            pending: true,
+            generation: p.generation + 1,
+        };
+        Ok(())
+    }
+
+    /// The dataset this loader reads.
+    #[getter]
+    fn dataset(&self, py: Python<'_>) -> Py<Dataset> {
+        self.dataset.clone_ref(py)
+    }
+
+    /// Records per batch on this rank.
+    #[getter]
+    fn batch_size(&self) -> u64 {
+        self.cfg().batch_size
+    }
+
+    /// Whether each epoch is a seeded shuffle (else storage order).
+    #[getter]
+    fn shuffle(&self) -> bool {
+        self.cfg().shuffle
+    }
+
+    /// The shuffle seed.
+    #[getter]
+    fn seed(&self) -> u64 {
+        self.cfg().seed
+    }
+
+    /// This rank.
+    #[getter]
+    fn rank(&self) -> u64 {
+        self.cfg().rank
+    }
+
+    /// Number of ranks sharing each epoch.
+    #[getter]
+    fn world_size(&self) -> u64 {
+        self.cfg().world_size
+    }
+
+    /// Policy for the last, short global batch: ``"drop"``, ``"partial"`` or ``"pad"``.
+    #[getter]
+    fn last_batch(&self) -> &'static str {
+        last_batch_name(self.cfg().last_batch)
+    }
+
+    /// Prefetch threads.
+    #[getter]
+    fn threads(&self) -> usize {
+        self.cfg().threads
+    }
+
+    /// Batches each prefetch thread may build ahead.
+    #[getter]
+    fn prefetch(&self) -> usize {
+        self.cfg().prefetch
+    }
+
+    /// Which of ``num_workers`` interleaved sub-streams this loader yields.
+    #[getter]
+    fn worker(&self) -> u64 {
+        self.cfg().worker
+    }
+
+    /// Number of interleaved sub-streams (data-loader worker processes).
+    #[getter]
+    fn num_workers(&self) -> u64 {
+        self.cfg().num_workers
+    }
+
+    fn __repr__(&self) -> String {
+        let c = self.cfg();
+        format!(
+            "Loader(batch_size={}, shuffle={}, seed={}, rank={}, world_size={}, last_batch={:?}, \
+             threads={}, prefetch={}, worker={}, num_workers={}, epoch={})",
+            c.batch_size,
+            if c.shuffle { "True" } else { "False" },
+            c.seed,
+            c.rank,
+            c.world_size,
+            last_batch_name(c.last_batch),
+            c.threads,
+            c.prefetch,
+            c.worker,
+            c.num_workers,
+            self.epoch()
+        )
+    }
+}

@@ -1,0 +1,77 @@
+"""tessera: read compiled, fixed-stride shard sets straight into NumPy and PyTorch.
+
+A shard set (built by the ``tessera`` compiler, or by :func:`write`) holds
+records of a fixed layout. Reading it costs one copy per batch, into one
+contiguous buffer that every field of the batch views::
+
+    import tessera
+
+    ds = tessera.open("artifacts/ctr")            # maps the shards, checks headers
+    ds.fields                                     # [Field(name='dense', dtype='f32', shape=(13,), ...), ...]
+    train = ds.split("train")
+    loader = train.loader(4096, shuffle=True, seed=7)
+    for epoch in range(3):
+        loader.set_epoch(epoch)
+        for batch in loader:                      # {"dense": ndarray (4096, 13), ...}
+            ...
+
+Orders depend only on ``(seed, epoch)``, never on thread timing.
+:mod:`tessera.torch` adapts a shard set to ``torch.utils.data``.
+
+Element types map to NumPy as their names say; ``bf16`` fields, which NumPy
+lacks, are ``uint16`` arrays of the raw bits (``tessera.torch`` gives
+``torch.bfloat16`` tensors).
+"""
+
+from __future__ import annotations
+
+from tessera import errors
+from tessera._build import build, find_compiler
+from tessera._tessera import (
+    FORMAT_VERSION,
+    Batch,
+    BatchIterator,
+    Dataset,
+    Field,
+    Loader,
+    __version__,
+    open,
+)
+from tessera._write import write
+from tessera.errors import (
+    AlreadyExistsError,
+    ArgumentError,
+    BuildError,
+    ChecksumError,
+    CompilerNotFoundError,
+    FormatError,
+    NotFoundError,
+    StorageError,
+    TesseraError,
+    UnsupportedVersionError,
+)
+
+__all__ = [
+    "FORMAT_VERSION",
+    "AlreadyExistsError",
+    "ArgumentError",
+    "Batch",
+    "BatchIterator",
+    "BuildError",
+    "ChecksumError",
+    "CompilerNotFoundError",
+    "Dataset",
+    "Field",
+    "FormatError",
+    "Loader",
+    "NotFoundError",
+    "StorageError",
+    "TesseraError",
+    "UnsupportedVersionError",
+    "__version__",
+    "build",
+    "errors",
+    "find_compiler",
+    "open",
+    "write",
+]

@@ -1,0 +1,296 @@
+//! Resolving each source's `path` into its input files: the one step of
+//! loading a spec that touches the filesystem.
+//!
+//! A path is a file, a glob, or a directory (walked recursively, hidden and
+//! `_`-prefixed entries skipped, `key=value/` folders read as hive partitions).
+//! Relative paths are relative to the spec file's directory. The result is
+//! absolute, sorted and deduplicated: the deterministic input order.
+
+use super::{CsvOptions, Source, SourceFormat, SpecError, SpecLocations};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Deepest directory nesting walked under a directory source (guards against
+/// symlink loops).
+const MAX_DEPTH: usize = 32;
+
+/// Fills `files`, `partition_columns` and (when it was left to the files)
+/// `format` of one source.
+pub(super) fn resolve_source(
+    source: &mut Source,
+    spec_dir: &Path,
+    locations: &SpecLocations,
+) -> Result<(), SpecError> {
+    let key = format!("sources.{}.path", source.name);
+    let fail = |message: String| SpecError::Files {
+        file: locations.file.clone(),
+        key: key.clone(),
+        line: locations.line(&key),
+        message,
+    };
+
+    let written = Path::new(&source.path);
+    let full = if written.is_absolute() {
+        written.to_path_buf()
+    } else {
+        spec_dir.join(written)
+    };
+
+    let is_dir = full.is_dir();
+    let mut files = if is_glob(&source.path) {
+        glob_files(&full, spec_dir, written.is_absolute()).map_err(&fail)?
+    } else if is_dir {
+        walk_dir(&full).map_err(&fail)?
+    } else if full.is_file() {
+        vec![full.clone()]
+    } else {
+        return Err(fail(format!(
+            "no such file or directory: {} (relative paths start at the spec's directory, {})",
+            full.display(),
+            spec_dir.display()
+        )));
+    };
+    files.sort();
+    files.dedup();
+
+    if source.format_from_files {
+        source.format = format_of_files(&files, &full).map_err(&fail)?;
+    } else if is_dir {
+        // A directory with a declared format keeps only that format's files,
+        // so stray files (a README, a _SUCCESS marker) do not break the scan.
+        files.retain(|f| SourceFormat::from_path(&f.to_string_lossy()) == Some(source.format));
+    }
+    if files.is_empty() {
+        return Err(fail(format!(
+            "{:?} matches no {} files",
+            source.path,
+            source.format.name()
+        )));
+    }
+    let partitions = if is_dir {
+        partition_keys(&full, &files).map_err(&fail)?
+    } else {
+        Vec::new()
+    };
+    if source.format != SourceFormat::Csv {
+        let defaults = CsvOptions::default();
+        let csv_key = if source.csv.delimiter != defaults.delimiter {
+            Some("delimiter")
+        } else if source.csv.header != defaults.header {
+            Some("header")
+        } else if !source.csv.null_values.is_empty() {
+            Some("null_values")
+        } else {
+            None
+        };
+        if let Some(csv_key) = csv_key {
+            let key = format!("sources.{}.{csv_key}", source.name);
+            return Err(SpecError::Invalid {
+                file: locations.file.clone(),
+                line: locations.line(&key),
+                key,
+                message: format!(
+                    "{csv_key} applies to csv sources only; the files of this source are {}",
+                    source.format.name()
+                ),
+            });
+        }
+    }
+    source.files = files;
+    source.partition_columns = partitions;
+    Ok(())
+}
+
+fn is_glob(path: &str) -> bool {
+    path.contains(['*', '?', '['])
+}
+
+fn glob_files(full: &Path, spec_dir: &Path, absolute: bool) -> Result<Vec<PathBuf>, String> {
+    // The spec's directory is literal text, not part of the pattern: a folder
+    // named `data[1]` must not turn into a character class.
+    let pattern = if absolute {
+        full.to_string_lossy().into_owned()
+    } else {
+        let rest = full.strip_prefix(spec_dir).map_err(|_| {
+            format!(
+                "cannot place {} under {}",
+                full.display(),
+                spec_dir.display()
+            )
+        })?;
+        let dir = glob::Pattern::escape(&spec_dir.to_string_lossy());
+        format!("{dir}/{}", rest.to_string_lossy())
+    };
+    let options = glob::MatchOptions {
+        case_sensitive: true,
+        require_literal_separator: true,
+        require_literal_leading_dot: true,
+    };
+    let paths =
+        glob::glob_with(&pattern, options).map_err(|e| format!("invalid glob pattern: {e}"))?;
+    let mut files = Vec::new();
+    for entry in paths {
+        let path =
+            entry.map_err(|e| format!("cannot read {}: {}", e.path().display(), e.error()))?;
+        if path.is_file() {
+            files.push(path);
+        }
+    }
+    Ok(files)
+}
+
+/// Every non-hidden file under `dir`.
+fn walk_dir(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut files = Vec::new();
+    let mut stack = vec![(dir.to_path_buf(), 0usize)];
+    while let Some((current, depth)) = stack.pop() {
+        if depth > MAX_DEPTH {
+            return Err(format!(
+                "{} is nested more than {MAX_DEPTH} folders deep (a symlink loop?)",
+                current.display()
+            ));
+        }
+        let entries = fs::read_dir(&current)
+            .map_err(|e| format!("cannot list {}: {e}", current.display()))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| format!("cannot list {}: {e}", current.display()))?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') || name.starts_with('_') {
+                continue;
+            }
+            let path = entry.path();
+            // Follows symlinks, as the planner's reads will.
+            let meta =
+                fs::metadata(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            if meta.is_dir() {
+                stack.push((path, depth + 1));
+            } else if meta.is_file() {
+                files.push(path);
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// Hive partition columns: the `key=value` folder names between `root` and
+/// each file. Every file must sit under the same keys in the same order.
+fn partition_keys(root: &Path, files: &[PathBuf]) -> Result<Vec<String>, String> {
+    let mut common: Option<(Vec<String>, &Path)> = None;
+    for file in files {
+        let relative = file.strip_prefix(root).unwrap_or(file);
+        let keys: Vec<String> = relative
+            .parent()
+            .into_iter()
+            .flat_map(|p| p.components())
+            .filter_map(|c| {
+                let part = c.as_os_str().to_string_lossy();
+                part.split_once('=')
+                    .filter(|(k, _)| !k.is_empty())
+                    .map(|(k, _)| k.to_string())
+            })
+            .collect();
+        match &common {
+            None => common = Some((keys, relative)),
+            Some((first, first_file)) if *first != keys => {
+                return Err(format!(
+                    "inconsistent partition folders: {} is under [{}] but {} is under [{}]",
+                    first_file.display(),
+                    first.join(", "),
+                    relative.display(),
+                    keys.join(", ")
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(common.map(|(k, _)| k).unwrap_or_default())
+}
+
+/// The one format all `files` share, judged by their extensions.
+fn format_of_files(files: &[PathBuf], full: &Path) -> Result<SourceFormat, String> {
+    let mut found: Option<(SourceFormat, &Path)> = None;
+    let mut unknown: Option<&Path> = None;
+    for file in files {
+        match SourceFormat::from_path(&file.to_string_lossy()) {
+            Some(format) => match found {
+                None => found = Some((format, file)),
+                Some((first, first_file)) if first != format => {
+                    return Err(format!(
+                        "mixed formats: {} is {} but {} is {}; set format: or narrow the path",
+                        first_file.display(),
+                        first.name(),
+                        file.display(),
+                        format.name()
+                    ));
+                }
+                Some(_) => {}
+            },
+            None => unknown = unknown.or(Some(file)),
+        }
+    }
+    match (found, unknown) {
+        (Some((format, _)), None) => Ok(format),
+        (Some((format, _)), Some(other)) => Err(format!(
+            "cannot tell the format of {} (the other files are {}); set format:",
+            other.display(),
+            format.name()
+        )),
+        (None, Some(other)) => Err(format!(
+            "cannot tell the format of {} from its name; set format: (parquet, csv, json or arrow)",
+            other.display()
+        )),
+        (None, None) => Err(format!("{} holds no input files", full.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_detection() {
+        assert!(is_glob("data/*.parquet"));
+        assert!(is_glob("data/part-?.csv"));
+        assert!(is_glob("data/[ab].csv"));
+        assert!(!is_glob("data/flights.csv"));
+    }
+
+    #[test]
+    fn partition_keys_must_agree() {
+        let root = Path::new("/d");
+        let ok = vec![
+            PathBuf::from("/d/year=2020/month=1/a.parquet"),
+            PathBuf::from("/d/year=2021/month=2/b.parquet"),
+        ];
+        let keys = partition_keys(root, &ok).expect("consistent");
+        assert_eq!(keys, ["year", "month"]);
+
+        let bad = vec![
+            PathBuf::from("/d/year=2020/a.parquet"),
+            PathBuf::from("/d/b.parquet"),
+        ];
+        let err = partition_keys(root, &bad).expect_err("inconsistent");
+        assert!(err.contains("inconsistent partition folders"), "{err}");
+    }
+
+    #[test]
+    fn formats_of_files() {
+        let f = |names: &[&str]| -> Vec<PathBuf> { names.iter().map(PathBuf::from).collect() };
+        let dir = Path::new("/d");
+        assert_eq!(
+            format_of_files(&f(&["/d/a.csv", "/d/b.csv"]), dir),
+            Ok(SourceFormat::Csv)
+        );
+        assert!(
+            format_of_files(&f(&["/d/a.csv", "/d/b.parquet"]), dir)
+                .expect_err("mixed")
+                .contains("mixed formats")
+        );
+        assert!(
+            format_of_files(&f(&["/d/a.bin"]), dir)
+                .expect_err("unknown")
+                .contains("set format")
+        );
+    }
+}

@@ -1,0 +1,345 @@
+//! The YAML spec language: types, parsing, validation and canonical form.
+//!
+//! A spec is read in two steps. [`Spec::parse`] turns YAML text into a
+//! validated [`Spec`] without touching the filesystem; [`Spec::resolve_files`]
+//! then expands each source's `path` into its input files. [`Spec::load`] does
+//! both. Every problem found on the way is a [`SpecError`] naming the spec
+//! file, the key path and the line. docs/SPEC.md describes the language.
+
+mod build;
+mod canonical;
+mod error;
+mod fields;
+mod files;
+mod read;
+mod suggest;
+mod transforms;
+mod yaml;
+
+pub use build::{DEFAULT_TARGET_BYTES, MIN_TARGET_BYTES, parse_size};
+pub use error::SpecError;
+pub use read::SpecLocations;
+
+use std::path::{Path, PathBuf};
+use tessera_reader::DType;
+
+/// A parsed, validated spec.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spec {
+    /// The spec file it came from (absolute).
+    pub path: PathBuf,
+    /// Spec language version; always 1.
+    pub version: u32,
+    /// Dataset name.
+    pub name: String,
+    /// Sources in the order the YAML lists them.
+    pub sources: Vec<Source>,
+    /// Optional SQL over the named sources; default `SELECT * FROM <only source>`.
+    pub query: Option<String>,
+    /// Optional SQL predicate applied to the query's output (pushed down).
+    pub filter: Option<String>,
+    /// Output fields in YAML order.
+    pub fields: Vec<Field>,
+    /// Optional split into named subsets.
+    pub split: Option<Split>,
+    /// Output order.
+    pub order: Order,
+    /// Shard sizing.
+    pub shards: Shards,
+    /// Where each key sits in the spec file, for errors found after parsing.
+    pub locations: SpecLocations,
+}
+
+/// File format of a source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceFormat {
+    /// Apache Parquet.
+    Parquet,
+    /// Delimited text.
+    Csv,
+    /// Newline-delimited JSON.
+    Json,
+    /// Arrow IPC file.
+    Arrow,
+}
+
+/// CSV reading options.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CsvOptions {
+    /// Field delimiter (default b',').
+    pub delimiter: u8,
+    /// First line is a header (default true).
+    pub header: bool,
+    /// Strings read as null (default empty).
+    pub null_values: Vec<String>,
+}
+
+/// One named input.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Source {
+    /// Table name used in `query`.
+    pub name: String,
+    /// File format (from `format:` or the extension).
+    pub format: SourceFormat,
+    /// The path or glob as written in the spec.
+    pub path: String,
+    /// Matching files, absolute, sorted: the deterministic input order.
+    pub files: Vec<PathBuf>,
+    /// For hive-partitioned folders: partition column names in path order.
+    pub partition_columns: Vec<String>,
+    /// CSV options (ignored for other formats).
+    pub csv: CsvOptions,
+    /// The spec marks this source as the one to cut into chunks (`chunk: true`).
+    pub chunk: bool,
+    /// Neither `format:` nor the path's extension named the format, so
+    /// [`Spec::resolve_files`] takes it from the matched files' extensions
+    /// (until then `format` holds a placeholder).
+    pub format_from_files: bool,
+}
+
+/// Where a field's values come from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FieldInput {
+    /// One column.
+    Column(String),
+    /// Several scalar columns stacked into a vector of shape `[n]`.
+    Columns(Vec<String>),
+    /// A SQL expression evaluated by DataFusion.
+    Expr(String),
+}
+
+/// A transform applied to a field's values, in list order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Transform {
+    /// `ln(1 + x)`.
+    Log1p,
+    /// Clamp into `[min, max]` (either bound optional).
+    Clip {
+        /// Lower bound.
+        min: Option<f64>,
+        /// Upper bound.
+        max: Option<f64>,
+    },
+    /// `(x - mean) / std` with statistics from the training split.
+    Standardize,
+    /// `(x - min) / (max - min)` with statistics from the training split.
+    MinMax,
+    /// Stable hash of the value's string form modulo `buckets`.
+    HashBucket {
+        /// Number of buckets.
+        buckets: u64,
+    },
+    /// Map values to ids by frequency in the training split.
+    Vocab {
+        /// Minimum count for a value to get its own id.
+        min_count: u64,
+        /// Largest vocabulary (most frequent kept).
+        max_size: Option<u64>,
+        /// Id for out-of-vocabulary values.
+        oov: i64,
+    },
+    /// One-hot encode an integer id in `0..classes`, appending a dimension.
+    OneHot {
+        /// Number of classes.
+        classes: u64,
+    },
+}
+
+/// One output field.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Field {
+    /// Field name (the YAML key).
+    pub name: String,
+    /// Stored element type.
+    pub dtype: DType,
+    /// Input column(s) or expression.
+    pub input: FieldInput,
+    /// For list columns: pad or truncate to this many elements.
+    pub length: Option<u64>,
+    /// Pad value for lists shorter than `length` (default 0).
+    pub pad: f64,
+    /// For fixed-size binary columns (`dtype: u8`): bytes per value.
+    pub bytes: Option<u64>,
+    /// Value used for nulls; a null with no fill_null is an error naming the row.
+    pub fill_null: Option<f64>,
+    /// Transforms in application order.
+    pub transforms: Vec<Transform>,
+}
+
+impl Field {
+    /// The stored shape of one value of this field.
+    pub fn shape(&self) -> Vec<u64> {
+        let mut shape = match (&self.input, self.length, self.bytes) {
+            (FieldInput::Columns(cs), _, _) => vec![cs.len() as u64],
+            (_, Some(n), _) => vec![n],
+            (_, _, Some(n)) => vec![n],
+            _ => vec![],
+        };
+        for t in &self.transforms {
+            if let Transform::OneHot { classes } = t {
+                shape.push(*classes);
+            }
+        }
+        shape
+    }
+}
+
+/// Assignment of rows to named splits.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Split {
+    /// SQL expression whose value (as a string) is hashed to pick the split.
+    pub key: String,
+    /// Split names and weights in YAML order (weights sum to 1 after normalizing).
+    pub weights: Vec<(String, f64)>,
+    /// Split whose rows feed transform statistics (default: `train` if present,
+    /// else the first split).
+    pub stats_split: String,
+}
+
+/// Output order.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Order {
+    /// Build-time shuffle seed; `None` keeps the input order.
+    pub shuffle_seed: Option<u64>,
+}
+
+/// Shard sizing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shards {
+    /// Target bytes per shard file (default 64 MiB).
+    pub target_bytes: u64,
+}
+
+impl Default for CsvOptions {
+    fn default() -> Self {
+        CsvOptions {
+            delimiter: b',',
+            header: true,
+            null_values: Vec::new(),
+        }
+    }
+}
+
+impl SourceFormat {
+    /// Every format, in the order the spec documentation lists them.
+    pub const ALL: [SourceFormat; 4] = [
+        SourceFormat::Parquet,
+        SourceFormat::Csv,
+        SourceFormat::Json,
+        SourceFormat::Arrow,
+    ];
+
+    /// The name used in `format:`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SourceFormat::Parquet => "parquet",
+            SourceFormat::Csv => "csv",
+            SourceFormat::Json => "json",
+            SourceFormat::Arrow => "arrow",
+        }
+    }
+
+    /// The format a file name or pattern implies by its extension, if any:
+    /// `.parquet`/`.pq`, `.csv`, `.json`/`.jsonl`/`.ndjson`,
+    /// `.arrow`/`.ipc`/`.feather` (case-insensitive).
+    pub fn from_path(path: &str) -> Option<SourceFormat> {
+        let name = path.trim_end_matches('/').rsplit('/').next()?;
+        let (_, ext) = name.rsplit_once('.')?;
+        match ext.to_ascii_lowercase().as_str() {
+            "parquet" | "pq" => Some(SourceFormat::Parquet),
+            "csv" => Some(SourceFormat::Csv),
+            "json" | "jsonl" | "ndjson" => Some(SourceFormat::Json),
+            "arrow" | "ipc" | "feather" => Some(SourceFormat::Arrow),
+            _ => None,
+        }
+    }
+}
+
+impl Spec {
+    /// Reads, validates and resolves the spec at `path`: [`Spec::parse`]
+    /// followed by [`Spec::resolve_files`]. Reads no data files.
+    pub fn load(path: &Path) -> Result<Spec, SpecError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
+            file: path.to_path_buf(),
+            source,
+        })?;
+        let mut spec = Spec::parse(&text, path)?;
+        spec.resolve_files()?;
+        Ok(spec)
+    }
+
+    /// Parses and validates spec text, without touching the filesystem.
+    ///
+    /// `path` is where the text came from: it names the file in errors and
+    /// anchors relative source paths. Sources come back with empty `files`
+    /// and `partition_columns` until [`Spec::resolve_files`] runs.
+    pub fn parse(text: &str, path: &Path) -> Result<Spec, SpecError> {
+        let root = yaml::parse(text).map_err(|e| SpecError::Syntax {
+            file: path.to_path_buf(),
+            line: e.line,
+            message: e.message,
+        })?;
+        // `absolute` only joins onto the working directory; it does not
+        // require the file to exist.
+        let abs_path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        build::build(&root, path, abs_path)
+    }
+
+    /// Expands every source's `path` (file, glob or directory, relative to
+    /// the spec's directory) into absolute, sorted, deduplicated `files`;
+    /// reads hive partition columns from `key=value` folders; takes the format
+    /// from the files where the spec left it open. A path that matches
+    /// nothing is an error naming the source and the pattern.
+    pub fn resolve_files(&mut self) -> Result<(), SpecError> {
+        let spec_dir = self
+            .path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        for source in &mut self.sources {
+            files::resolve_source(source, &spec_dir, &self.locations)?;
+        }
+        Ok(())
+    }
+
+    /// The spec's meaning as JSON, for hashing: defaults filled in, keys in
+    /// a fixed order, field order kept, sources sorted by name, nothing that
+    /// depends on where the project or the data lives. See docs/SPEC.md,
+    /// "Canonical form". Call it after [`Spec::resolve_files`]: partition
+    /// columns and formats taken from the files are part of the meaning.
+    pub fn canonical_json(&self) -> serde_json::Value {
+        canonical::canonical(self)
+    }
+
+    /// The line of a key path such as `fields.dense.columns[2]` (or of its
+    /// nearest enclosing key).
+    pub fn line_of(&self, key: &str) -> Option<usize> {
+        self.locations.line(key)
+    }
+
+    /// A [`SpecError::Invalid`] about `key`, with its line: for checks made
+    /// after parsing, e.g. a column the query does not produce.
+    pub fn error_at(&self, key: &str, message: impl Into<String>) -> SpecError {
+        self.locations.error(key, message)
+    }
+
+    /// The field with this name.
+    pub fn field(&self, name: &str) -> Option<&Field> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+
+    /// The source with this name.
+    pub fn source(&self, name: &str) -> Option<&Source> {
+        self.sources.iter().find(|s| s.name == name)
+    }
+}
+
+/// `[A-Za-z_][A-Za-z0-9_]*`
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests;
