@@ -113,7 +113,7 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
         .iter()
         .map(|s| SourceFiles {
             source: s.name.clone(),
-            root: common_parent(&s.files),
+            root: source_root(&spec.path, &s.path, &s.files),
             files: s.files.clone(),
         })
         .collect();
@@ -162,6 +162,9 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
                 .par_iter()
                 .map(|c| {
                     let r = planner.stats_task(c);
+                    if let Ok((_, m)) = &r {
+                        stage.advance(m.rows_scanned, 0);
+                    }
                     stage.chunk_done();
                     r
                 })
@@ -361,19 +364,25 @@ fn shuffle_splits(
     Ok((out, splits))
 }
 
-/// The deepest directory containing every file (the source's root, whose
-/// relative file names go into the artifact hash).
-fn common_parent(files: &[PathBuf]) -> PathBuf {
-    let mut root = match files.first().and_then(|f| f.parent()) {
-        Some(p) => p.to_path_buf(),
-        None => return PathBuf::new(),
+/// The directory a source's relative file names are taken from: the literal
+/// directory prefix of its path or glob (so hive partition folders below it
+/// are part of each file's name, and of the artifact hash).
+fn source_root(spec_path: &Path, pattern: &str, files: &[PathBuf]) -> PathBuf {
+    let base = spec_path.parent().unwrap_or(Path::new("."));
+    let literal = match pattern.find(['*', '?', '[', '{']) {
+        Some(i) => &pattern[..i],
+        None => pattern,
     };
-    for f in &files[1..] {
-        while !f.starts_with(&root) {
-            if !root.pop() {
-                return PathBuf::new();
-            }
-        }
+    let full = base.join(literal);
+    if literal.ends_with('/') || full.is_dir() {
+        return full;
     }
-    root
+    match (pattern.find(['*', '?', '[', '{']), full.parent()) {
+        (_, Some(parent)) => parent.to_path_buf(),
+        _ => files
+            .first()
+            .and_then(|f| f.parent())
+            .map(Path::to_path_buf)
+            .unwrap_or_default(),
+    }
 }

@@ -1,6 +1,6 @@
 //! The `tessera` command line: build, inspect, head, verify, cache, bench.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -176,11 +176,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 } else {
                     let s = &report.scan;
                     println!(
-                        "built in {:.2}s: {} rows scanned, {} kept ({}), {} row groups pruned of {}, {:.1} MB written",
+                        "built in {:.2}s: {} rows scanned, {} kept ({}), pruned {} file(s) and {} of {} row groups, {:.1} MB written",
                         report.seconds.get("total").copied().unwrap_or(0.0),
                         s.rows_scanned,
                         report.rows_kept,
                         rows.join(" "),
+                        s.files_pruned,
                         s.row_groups_pruned,
                         s.row_groups_pruned + s.row_groups_matched,
                         report.bytes as f64 / 1e6
@@ -224,19 +225,30 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 CacheAction::Ls { json } => {
                     let entries = cache.list()?;
                     if json {
-                        println!("{}", serde_json::to_string(&entries)?);
+                        let rows: Vec<serde_json::Value> = entries
+                            .iter()
+                            .map(|e| {
+                                serde_json::json!({
+                                    "hash": e.hash,
+                                    "path": e.path,
+                                    "name": e.name,
+                                    "rows": e.rows,
+                                    "bytes": e.bytes,
+                                    "problem": e.problem,
+                                })
+                            })
+                            .collect();
+                        println!("{}", serde_json::Value::Array(rows));
                     } else {
-                        print!("{}", tessera::cache::format_listing(&entries));
+                        print!(
+                            "{}",
+                            tessera::cache::format_listing(&entries)
+                        );
                     }
                 }
                 CacheAction::Gc { keep, older_than, dry_run } => {
-                    if keep.is_none() && older_than.is_none() {
-                        bail!("cache gc needs --keep K and/or --older-than D");
-                    }
-                    let removed = cache.gc(keep, older_than, dry_run)?;
-                    let verb = if dry_run { "would remove" } else { "removed" };
-                    println!("{verb} {} artifact(s)", removed.len());
-                    print!("{}", tessera::cache::format_listing(&removed));
+                    let report = cache.gc(keep, older_than, dry_run)?;
+                    print!("{}", tessera::cache::format_gc_report(&report, dry_run));
                 }
             }
         }

@@ -87,13 +87,16 @@ impl Chunk {
 /// Counters read from an executed plan's metrics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ScanMetrics {
-    /// Rows produced by the scans (after row-group and page pruning and any
-    /// row-level pushdown).
+    /// Rows decoded by the scans: after file, row-group and page pruning,
+    /// before row-level filtering (output rows plus rows the pushed-down
+    /// filter removed inside the decoder).
     pub rows_scanned: u64,
     /// Parquet row groups skipped by min/max statistics.
     pub row_groups_pruned: u64,
     /// Parquet row groups read.
     pub row_groups_matched: u64,
+    /// Whole Parquet files (or file ranges) skipped by their statistics.
+    pub files_pruned: u64,
     /// Rows removed inside the Parquet decoder by pushed-down filters.
     pub rows_pruned_in_scan: u64,
     /// Bytes read from files.
@@ -106,6 +109,7 @@ impl ScanMetrics {
         self.rows_scanned += o.rows_scanned;
         self.row_groups_pruned += o.row_groups_pruned;
         self.row_groups_matched += o.row_groups_matched;
+        self.files_pruned += o.files_pruned;
         self.rows_pruned_in_scan += o.rows_pruned_in_scan;
         self.bytes_scanned += o.bytes_scanned;
     }
@@ -376,7 +380,9 @@ impl Planner {
                 let batch = batch.map_err(query_err(format!("{what}: running the query")))?;
                 sink(&batch)?;
             }
-            Ok(collect_metrics(plan.as_ref()))
+            let mut m = collect_metrics(plan.as_ref());
+            m.rows_scanned += m.rows_pruned_in_scan;
+            Ok(m)
         })
     }
 
@@ -442,6 +448,9 @@ fn collect_metrics(plan: &dyn ExecutionPlan) -> ScanMetrics {
                     MetricValue::PruningMetrics { name, pruning_metrics } if name == "row_groups_pruned_statistics" => {
                         m.row_groups_pruned += pruning_metrics.pruned() as u64;
                         m.row_groups_matched += pruning_metrics.matched() as u64;
+                    }
+                    MetricValue::PruningMetrics { name, pruning_metrics } if name == "files_ranges_pruned_statistics" => {
+                        m.files_pruned += pruning_metrics.pruned() as u64;
                     }
                     MetricValue::OutputRows(c) if is_scan => m.rows_scanned += c.value() as u64,
                     v if v.name() == "pushdown_rows_pruned" => m.rows_pruned_in_scan += v.as_usize() as u64,
