@@ -81,7 +81,8 @@ pub fn run(ds: &Dataset, o: &BenchOptions) -> Result<BenchReport, tessera_reader
             samples += batch.rows() as u64;
             batches += 1;
             // Touch the batch so the work cannot be optimized away.
-            checksum = checksum.wrapping_add(u64::from(batch.bytes().first().copied().unwrap_or(0)));
+            checksum =
+                checksum.wrapping_add(u64::from(batch.bytes().first().copied().unwrap_or(0)));
             if !step.is_zero() {
                 let until = Instant::now() + step;
                 while Instant::now() < until {

@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 use tessera_reader::{
-    EpochOrder, FORMAT_VERSION, FieldSpec, Manifest, RecordLayout, ShardInfo, ShardWriter, SplitInfo,
+    EpochOrder, FORMAT_VERSION, FieldSpec, Manifest, RecordLayout, ShardInfo, ShardWriter,
+    SplitInfo,
 };
 
 /// Rows per DataFusion batch inside a task; with the shard buffers this bounds
@@ -189,7 +190,8 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
     let shuffle = spec.order.shuffle_seed;
     let encode_dir = if shuffle.is_some() {
         let d = staging.path().join("unshuffled");
-        std::fs::create_dir_all(&d).map_err(|e| BuildError::Other(format!("{}: {e}", d.display())))?;
+        std::fs::create_dir_all(&d)
+            .map_err(|e| BuildError::Other(format!("{}: {e}", d.display())))?;
         d
     } else {
         staging.path().to_path_buf()
@@ -246,7 +248,15 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
 
     let t = Instant::now();
     if let Some(seed) = shuffle {
-        let (s2, sp2) = shuffle_splits(&encode_dir, staging.path(), &layout, shards, splits, seed, spec.shards.target_bytes)?;
+        let (s2, sp2) = shuffle_splits(
+            &encode_dir,
+            staging.path(),
+            &layout,
+            shards,
+            splits,
+            seed,
+            spec.shards.target_bytes,
+        )?;
         shards = s2;
         splits = sp2;
         std::fs::remove_dir_all(&encode_dir)
@@ -268,7 +278,11 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
         "rows_kept": rows_kept,
         "scan": scan,
     });
-    let rows: BTreeMap<String, u64> = manifest.splits.iter().map(|s| (s.name.clone(), s.rows)).collect();
+    let rows: BTreeMap<String, u64> = manifest
+        .splits
+        .iter()
+        .map(|s| (s.name.clone(), s.rows))
+        .collect();
     let path = staging.publish(&manifest)?.path;
     seconds.insert("total".to_string(), t0.elapsed().as_secs_f64());
     Ok(BuildReport {
@@ -285,7 +299,12 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
     })
 }
 
-fn hit_report(hash: String, path: PathBuf, t0: Instant, mut seconds: BTreeMap<String, f64>) -> Result<BuildReport, BuildError> {
+fn hit_report(
+    hash: String,
+    path: PathBuf,
+    t0: Instant,
+    mut seconds: BTreeMap<String, f64>,
+) -> Result<BuildReport, BuildError> {
     let ds = tessera_reader::Dataset::open(&path)?;
     let m = ds.manifest();
     seconds.insert("total".to_string(), t0.elapsed().as_secs_f64());
@@ -299,7 +318,11 @@ fn hit_report(hash: String, path: PathBuf, t0: Instant, mut seconds: BTreeMap<St
         stride: m.layout.stride,
         bytes: m.shards.iter().map(|s| s.bytes).sum(),
         chunks: m.build.get("chunks").and_then(|v| v.as_u64()).unwrap_or(0) as usize,
-        rows_kept: m.build.get("rows_kept").and_then(|v| v.as_u64()).unwrap_or(0),
+        rows_kept: m
+            .build
+            .get("rows_kept")
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0),
         scan,
         hash,
         path,
@@ -335,7 +358,8 @@ fn shuffle_splits(
     tessera_reader::write_manifest(src_dir, &tmp)?;
     let ds = tessera_reader::Dataset::open(src_dir)?;
     let stride = layout.stride as usize;
-    let target_rows = (target_bytes.saturating_sub(tessera_reader::HEADER_LEN as u64) / layout.stride).max(1);
+    let target_rows =
+        (target_bytes.saturating_sub(tessera_reader::HEADER_LEN as u64) / layout.stride).max(1);
     let mut out = Vec::new();
     let mut buf = vec![0u8; 4096 * stride];
     let mut idx = Vec::with_capacity(4096);

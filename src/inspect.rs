@@ -10,7 +10,11 @@ pub fn summary(ds: &Dataset) -> String {
     let _ = writeln!(s, "path:     {}", ds.dir().display());
     let _ = writeln!(s, "name:     {}", m.name);
     let _ = writeln!(s, "hash:     {}", m.artifact_hash);
-    let _ = writeln!(s, "format:   {} v{} ({})", m.format, m.format_version, m.created_by);
+    let _ = writeln!(
+        s,
+        "format:   {} v{} ({})",
+        m.format, m.format_version, m.created_by
+    );
     let total_bytes: u64 = m.shards.iter().map(|x| x.bytes).sum();
     let _ = writeln!(
         s,
@@ -21,20 +25,39 @@ pub fn summary(ds: &Dataset) -> String {
         m.shards.len()
     );
     let _ = writeln!(s, "\nfields:");
-    let _ = writeln!(s, "  {:<20} {:<6} {:<12} {:>6}", "name", "dtype", "shape", "offset");
+    let _ = writeln!(
+        s,
+        "  {:<20} {:<6} {:<12} {:>6}",
+        "name", "dtype", "shape", "offset"
+    );
     for f in &m.layout.fields {
-        let _ = writeln!(s, "  {:<20} {:<6} {:<12} {:>6}", f.name, f.dtype.name(), format!("{:?}", f.shape), f.offset);
+        let _ = writeln!(
+            s,
+            "  {:<20} {:<6} {:<12} {:>6}",
+            f.name,
+            f.dtype.name(),
+            format!("{:?}", f.shape),
+            f.offset
+        );
     }
     let _ = writeln!(s, "\nsplits:");
     for sp in &m.splits {
-        let _ = writeln!(s, "  {:<12} rows {:>10}  (from row {})", sp.name, sp.rows, sp.start);
+        let _ = writeln!(
+            s,
+            "  {:<12} rows {:>10}  (from row {})",
+            sp.name, sp.rows, sp.start
+        );
     }
     if let Some(stats) = m.stats.as_object().filter(|o| !o.is_empty()) {
         let _ = writeln!(s, "\nstatistics (frozen from the training split):");
         for (name, v) in stats {
             let entries = v.as_array().cloned().unwrap_or_default();
             for (j, e) in entries.iter().enumerate() {
-                let label = if entries.len() > 1 { format!("{name}[{j}]") } else { name.clone() };
+                let label = if entries.len() > 1 {
+                    format!("{name}[{j}]")
+                } else {
+                    name.clone()
+                };
                 let kind = e.get("kind").and_then(|k| k.as_str()).unwrap_or("?");
                 let detail = match kind {
                     "standardize" => format!(
@@ -49,7 +72,9 @@ pub fn summary(ds: &Dataset) -> String {
                     ),
                     "vocab" => format!(
                         "{} values, oov id {}",
-                        e.get("values").and_then(|x| x.as_array()).map_or(0, |a| a.len()),
+                        e.get("values")
+                            .and_then(|x| x.as_array())
+                            .map_or(0, |a| a.len()),
                         e.get("oov").and_then(|x| x.as_i64()).unwrap_or(0)
                     ),
                     _ => String::new(),
@@ -122,10 +147,18 @@ pub fn head(ds: &Dataset, n: u64) -> String {
         }
     }
     let mut s = String::new();
-    let header: Vec<String> = fields.iter().zip(&widths).map(|(f, w)| format!("{:<w$}", f.name)).collect();
+    let header: Vec<String> = fields
+        .iter()
+        .zip(&widths)
+        .map(|(f, w)| format!("{:<w$}", f.name))
+        .collect();
     let _ = writeln!(s, "{}", header.join("  "));
     for r in rows {
-        let cells: Vec<String> = r.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        let cells: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
         let _ = writeln!(s, "{}", cells.join("  "));
     }
     s

@@ -11,7 +11,11 @@ use tessera::progress::ProgressMode;
 use tessera_reader::Dataset;
 
 #[derive(Parser)]
-#[command(name = "tessera", version, about = "Compile a YAML dataset spec into content-hashed, fixed-stride shards, and inspect them")]
+#[command(
+    name = "tessera",
+    version,
+    about = "Compile a YAML dataset spec into content-hashed, fixed-stride shards, and inspect them"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -128,14 +132,20 @@ fn parse_age(s: &str) -> Result<std::time::Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("{s:?}: expected a number with a unit, e.g. 7d"))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a number with a unit, e.g. 7d"))?;
     let secs = match unit {
         "s" => n,
         "m" => n * 60,
         "h" => n * 3600,
         "d" | "" => n * 86400,
         "w" => n * 7 * 86400,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use s, m, h, d or w)")),
+        _ => {
+            return Err(format!(
+                "{s:?}: unknown unit {unit:?} (use s, m, h, d or w)"
+            ));
+        }
     };
     Ok(std::time::Duration::from_secs(secs))
 }
@@ -160,19 +170,36 @@ fn open(path: &PathBuf, split: Option<&str>) -> Result<Dataset> {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Build { spec, cache_dir, threads, json, quiet } => {
+        Command::Build {
+            spec,
+            cache_dir,
+            threads,
+            json,
+            quiet,
+        } => {
             let opts = BuildOptions {
                 cache_dir,
                 threads,
-                progress: if quiet { ProgressMode::Quiet } else { ProgressMode::Auto },
+                progress: if quiet {
+                    ProgressMode::Quiet
+                } else {
+                    ProgressMode::Auto
+                },
             };
             let report = build(&spec, &opts)?;
             if json {
                 println!("{}", serde_json::to_string(&report)?);
             } else {
-                let rows: Vec<String> = report.rows.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let rows: Vec<String> = report
+                    .rows
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
                 if report.cache_hit {
-                    println!("cache hit in {:.3}s", report.seconds.get("total").copied().unwrap_or(0.0));
+                    println!(
+                        "cache hit in {:.3}s",
+                        report.seconds.get("total").copied().unwrap_or(0.0)
+                    );
                 } else {
                     let s = &report.scan;
                     println!(
@@ -240,21 +267,45 @@ fn run(cli: Cli) -> Result<ExitCode> {
                             .collect();
                         println!("{}", serde_json::Value::Array(rows));
                     } else {
-                        print!(
-                            "{}",
-                            tessera::cache::format_listing(&entries)
-                        );
+                        print!("{}", tessera::cache::format_listing(&entries));
                     }
                 }
-                CacheAction::Gc { keep, older_than, dry_run } => {
+                CacheAction::Gc {
+                    keep,
+                    older_than,
+                    dry_run,
+                } => {
                     let report = cache.gc(keep, older_than, dry_run)?;
                     print!("{}", tessera::cache::format_gc_report(&report, dry_run));
                 }
             }
         }
-        Command::Bench { path, batch_size, shuffle, threads, prefetch, step_ms, epochs, split, seed, json } => {
-            let ds = open(&path, split.as_deref()).with_context(|| format!("opening {}", path.display()))?;
-            let r = bench::run(&ds, &BenchOptions { batch_size, shuffle, threads, prefetch, step_ms, epochs, seed })?;
+        Command::Bench {
+            path,
+            batch_size,
+            shuffle,
+            threads,
+            prefetch,
+            step_ms,
+            epochs,
+            split,
+            seed,
+            json,
+        } => {
+            let ds = open(&path, split.as_deref())
+                .with_context(|| format!("opening {}", path.display()))?;
+            let r = bench::run(
+                &ds,
+                &BenchOptions {
+                    batch_size,
+                    shuffle,
+                    threads,
+                    prefetch,
+                    step_ms,
+                    epochs,
+                    seed,
+                },
+            )?;
             if json {
                 println!("{}", serde_json::to_string(&r)?);
             } else {
@@ -272,7 +323,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     println!(
                         "step {step_ms} ms: data stall {:.1}% of wall time ({})",
                         r.stall_fraction * 100.0,
-                        if r.stall_fraction > 0.05 { "the loader is the bottleneck" } else { "the model is the bottleneck" }
+                        if r.stall_fraction > 0.05 {
+                            "the loader is the bottleneck"
+                        } else {
+                            "the model is the bottleneck"
+                        }
                     );
                 }
             }

@@ -243,7 +243,9 @@ mod tests {
 
     #[test]
     fn moments_merge_matches_a_single_pass() {
-        let xs: Vec<f64> = (0..1000).map(|i| ((i * 37) % 101) as f64 * 0.5 - 3.0).collect();
+        let xs: Vec<f64> = (0..1000)
+            .map(|i| ((i * 37) % 101) as f64 * 0.5 - 3.0)
+            .collect();
         let mut whole = Moments::new();
         xs.iter().for_each(|&x| whole.push(x));
         let mut merged = Moments::new();

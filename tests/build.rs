@@ -24,6 +24,7 @@ fields:
   kh:    { dtype: i32, column: k, transform: { hash_bucket: 97 } }
   kv:    { dtype: i32, column: k, transform: { vocab: { min_count: 2, oov: 0 } } }
   n1h:   { dtype: u8, column: n, transform: { one_hot: 5 } }
+  nf:    { dtype: f32, column: n, transform: { one_hot: 5 } }
   pair:  { dtype: f32, columns: [x, day], fill_null: -1 }
   label: { dtype: f32, expr: "CAST(n > 2 AS FLOAT)" }
 split: { key: id, weights: { train: 0.8, val: 0.2 } }
@@ -42,7 +43,11 @@ fn project(spec: &str, n: usize, files: usize, group_rows: usize) -> Project {
     let rows = rows(n, 11);
     write_parquet(&root.join("data"), &rows, files, group_rows);
     std::fs::write(root.join("spec.yaml"), spec).expect("spec");
-    Project { _tmp: tmp, root, rows }
+    Project {
+        _tmp: tmp,
+        root,
+        rows,
+    }
 }
 
 fn opts(cache: &Path, threads: usize) -> BuildOptions {
@@ -54,7 +59,11 @@ fn opts(cache: &Path, threads: usize) -> BuildOptions {
 }
 
 fn build_in(p: &Project, cache: &str, threads: usize) -> BuildReport {
-    build(&p.root.join("spec.yaml"), &opts(&p.root.join(cache), threads)).expect("build")
+    build(
+        &p.root.join("spec.yaml"),
+        &opts(&p.root.join(cache), threads),
+    )
+    .expect("build")
 }
 
 // --- an independent implementation of the documented hash ---
@@ -106,11 +115,16 @@ fn every_transform_matches_an_independent_computation() {
     assert_eq!(report.rows_kept, kept.len() as u64);
 
     // Statistics over the training split only.
-    let xs: Vec<f64> = train.iter().map(|r| r.x.unwrap_or(0.0).max(0.0).ln_1p()).collect();
+    let xs: Vec<f64> = train
+        .iter()
+        .map(|r| r.x.unwrap_or(0.0).max(0.0).ln_1p())
+        .collect();
     let mean = xs.iter().sum::<f64>() / xs.len() as f64;
     let std = (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64).sqrt();
     let xm: Vec<f64> = train.iter().map(|r| r.x.unwrap_or(1.0)).collect();
-    let (lo, hi) = xm.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+    let (lo, hi) = xm
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
     let mut counts: HashMap<&str, u64> = HashMap::new();
     for r in &train {
         if let Some(k) = &r.k {
@@ -119,7 +133,11 @@ fn every_transform_matches_an_independent_computation() {
     }
     let mut vocab: Vec<(&str, u64)> = counts.into_iter().filter(|&(_, c)| c >= 2).collect();
     vocab.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    let ids: HashMap<&str, i32> = vocab.iter().enumerate().map(|(j, (k, _))| (*k, j as i32 + 1)).collect();
+    let ids: HashMap<&str, i32> = vocab
+        .iter()
+        .enumerate()
+        .map(|(j, (k, _))| (*k, j as i32 + 1))
+        .collect();
 
     let layout = ds.layout();
     let off = |name: &str| layout.field(name).expect(name).offset;
@@ -129,27 +147,58 @@ fn every_transform_matches_an_independent_computation() {
         let rec = ds.record(i as u64).unwrap();
         assert_eq!(i64_at(rec, off("id")), r.id, "row {i}");
         let x = (r.x.unwrap_or(0.0).max(0.0).ln_1p() - mean) / std;
-        assert!(close(f32_at(rec, off("x")) as f64, x, 1e-5), "x row {i}: {} vs {x}", f32_at(rec, off("x")));
+        assert!(
+            close(f32_at(rec, off("x")) as f64, x, 1e-5),
+            "x row {i}: {} vs {x}",
+            f32_at(rec, off("x"))
+        );
         let m = (r.x.unwrap_or(1.0) - lo) / (hi - lo);
         assert!(close(f64_at(rec, off("xm")), m, 1e-12), "xm row {i}");
         let key: &[u8] = r.k.as_deref().map(str::as_bytes).unwrap_or(b"\xffnull");
-        assert_eq!(i32_at(rec, off("kh")) as u64, fnv_splitmix(key) % 97, "kh row {i}");
-        let want_id = r.k.as_deref().and_then(|k| ids.get(k).copied()).unwrap_or(0);
+        assert_eq!(
+            i32_at(rec, off("kh")) as u64,
+            fnv_splitmix(key) % 97,
+            "kh row {i}"
+        );
+        let want_id =
+            r.k.as_deref()
+                .and_then(|k| ids.get(k).copied())
+                .unwrap_or(0);
         assert_eq!(i32_at(rec, off("kv")), want_id, "kv row {i}");
         let oh = off("n1h") as usize;
         let mut one_hot = [0u8; 5];
         one_hot[r.n as usize] = 1;
         assert_eq!(&rec[oh..oh + 5], &one_hot, "one_hot row {i}");
+        let nf = off("nf");
+        for c in 0..5u64 {
+            let want = if c == r.n as u64 { 1.0 } else { 0.0 };
+            assert_eq!(
+                f32_at(rec, nf + 4 * c),
+                want,
+                "float one_hot row {i} class {c}"
+            );
+        }
         let pair = off("pair");
-        assert_eq!(f32_at(rec, pair), r.x.unwrap_or(-1.0) as f32, "pair[0] row {i}");
+        assert_eq!(
+            f32_at(rec, pair),
+            r.x.unwrap_or(-1.0) as f32,
+            "pair[0] row {i}"
+        );
         assert_eq!(f32_at(rec, pair + 4), r.day as f32, "pair[1] row {i}");
-        assert_eq!(f32_at(rec, off("label")), if r.n > 2 { 1.0 } else { 0.0 }, "label row {i}");
+        assert_eq!(
+            f32_at(rec, off("label")),
+            if r.n > 2 { 1.0 } else { 0.0 },
+            "label row {i}"
+        );
     }
     // Frozen statistics are in the manifest.
     let stats = &ds.manifest().stats;
     let frozen_mean = stats["x"][0]["mean"].as_f64().unwrap();
     assert!(close(frozen_mean, mean, 1e-12));
-    assert_eq!(stats["kv"][0]["values"].as_array().unwrap().len(), vocab.len());
+    assert_eq!(
+        stats["kv"][0]["values"].as_array().unwrap().len(),
+        vocab.len()
+    );
     ds.verify().expect("verify");
 }
 
@@ -181,7 +230,11 @@ fn second_build_is_a_cache_hit_and_an_input_change_is_a_miss() {
     assert!(!third.cache_hit);
     assert_ne!(third.hash, first.hash);
     // Reformatting the spec (comments, key order) keeps the hash.
-    let reformatted = format!("# a comment\n{}", SPEC.replace("name: events\n", "")).replacen("version: 1\n", "version: 1\nname: events\n", 1);
+    let reformatted = format!("# a comment\n{}", SPEC.replace("name: events\n", "")).replacen(
+        "version: 1\n",
+        "version: 1\nname: events\n",
+        1,
+    );
     std::fs::write(p.root.join("spec.yaml"), reformatted).unwrap();
     let fourth = build_in(&p, "cache", 2);
     assert!(fourth.cache_hit, "reformatting changed the hash");
@@ -190,12 +243,19 @@ fn second_build_is_a_cache_hit_and_an_input_change_is_a_miss() {
 
 fn shard_hashes(path: &Path) -> Vec<(String, String)> {
     let ds = Dataset::open(path).unwrap();
-    ds.manifest().shards.iter().map(|s| (s.file.clone(), s.blake3.clone())).collect()
+    ds.manifest()
+        .shards
+        .iter()
+        .map(|s| (s.file.clone(), s.blake3.clone()))
+        .collect()
 }
 
 #[test]
 fn output_is_byte_identical_for_any_thread_count() {
-    for spec in [SPEC.to_string(), format!("{SPEC}order: {{ shuffle_seed: 5 }}\n")] {
+    for spec in [
+        SPEC.to_string(),
+        format!("{SPEC}order: {{ shuffle_seed: 5 }}\n"),
+    ] {
         let p = project(&spec, 6000, 4, 400);
         let a = build_in(&p, "cache-a", 1);
         let b = build_in(&p, "cache-b", 3);
@@ -217,7 +277,11 @@ fn build_time_shuffle_permutes_each_split() {
     for split in ["train", "val"] {
         let (s, u) = (s.split(split).unwrap(), u.split(split).unwrap());
         assert_eq!(s.len(), u.len());
-        let ids = |d: &Dataset| -> Vec<i64> { (0..d.len()).map(|i| d.field::<i64>(i, "id").unwrap()[0]).collect() };
+        let ids = |d: &Dataset| -> Vec<i64> {
+            (0..d.len())
+                .map(|i| d.field::<i64>(i, "id").unwrap()[0])
+                .collect()
+        };
         let (a, b) = (ids(&s), ids(&u));
         assert_ne!(a, b, "{split} was not shuffled");
         let (mut a2, mut b2) = (a.clone(), b.clone());
@@ -232,7 +296,13 @@ fn cli_build_inspect_head_verify_and_corruption() {
     let p = project(SPEC, 2000, 2, 1000);
     let spec = p.root.join("spec.yaml");
     let cache = p.root.join("cache");
-    let o = run(&["build", spec.to_str().unwrap(), "--cache-dir", cache.to_str().unwrap(), "--json"]);
+    let o = run(&[
+        "build",
+        spec.to_str().unwrap(),
+        "--cache-dir",
+        cache.to_str().unwrap(),
+        "--json",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let j: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
     assert_eq!(j["cache_hit"], false);
@@ -240,7 +310,13 @@ fn cli_build_inspect_head_verify_and_corruption() {
     assert!(j["hash"].as_str().unwrap().len() == 64);
     assert!(j["rows"]["train"].as_u64().unwrap() > 0);
 
-    let o = run(&["build", spec.to_str().unwrap(), "--cache-dir", cache.to_str().unwrap(), "--json"]);
+    let o = run(&[
+        "build",
+        spec.to_str().unwrap(),
+        "--cache-dir",
+        cache.to_str().unwrap(),
+        "--json",
+    ]);
     let j2: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert_eq!(j2["cache_hit"], true);
 
@@ -274,24 +350,47 @@ fn cli_build_inspect_head_verify_and_corruption() {
     let o = run(&["verify", copy.to_str().unwrap()]);
     assert!(!o.status.success());
     let err = stderr(&o);
-    assert!(err.contains(shard.file_name().unwrap().to_str().unwrap()) && err.contains("checksum"), "{err}");
+    assert!(
+        err.contains(shard.file_name().unwrap().to_str().unwrap()) && err.contains("checksum"),
+        "{err}"
+    );
 }
 
 #[test]
 fn bad_spec_and_bad_data_fail_with_clear_errors() {
     // A column that does not exist: DataFusion's error, with the chunk.
     let p = project(&SPEC.replace("column: id }", "column: idx }"), 500, 1, 500);
-    let o = run(&["build", p.root.join("spec.yaml").to_str().unwrap(), "--cache-dir", p.root.join("c").to_str().unwrap()]);
+    let o = run(&[
+        "build",
+        p.root.join("spec.yaml").to_str().unwrap(),
+        "--cache-dir",
+        p.root.join("c").to_str().unwrap(),
+    ]);
     assert!(!o.status.success());
     let err = stderr(&o);
     assert!(err.contains("idx"), "{err}");
     // A null without fill_null names the field and the row.
-    let p = project(&SPEC.replace("fill_null: 1, transform: min_max", "transform: min_max"), 500, 1, 500);
-    let e = build(&p.root.join("spec.yaml"), &opts(&p.root.join("c"), 1)).unwrap_err().to_string();
-    assert!(e.contains("xm") && e.contains("null") && e.contains("row"), "{e}");
+    let p = project(
+        &SPEC.replace("fill_null: 1, transform: min_max", "transform: min_max"),
+        500,
+        1,
+        500,
+    );
+    let e = build(&p.root.join("spec.yaml"), &opts(&p.root.join("c"), 1))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("xm") && e.contains("null") && e.contains("row"),
+        "{e}"
+    );
     // Nothing half-built is left in the cache.
     let leftovers: Vec<_> = std::fs::read_dir(p.root.join("c"))
-        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.len() == 64).collect())
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.len() == 64)
+                .collect()
+        })
         .unwrap_or_default();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }

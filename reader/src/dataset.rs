@@ -245,7 +245,8 @@ impl Dataset {
     pub fn copy_records(&self, start: u64, out: &mut [u8]) -> Result<()> {
         let stride = self.set.stride;
         let n = (out.len() / stride) as u64;
-        if out.len() % stride != 0 || start.checked_add(n).is_none_or(|e| e > self.len()) {
+        if !out.len().is_multiple_of(stride) || start.checked_add(n).is_none_or(|e| e > self.len())
+        {
             return Err(Error::InvalidArgument(format!(
                 "copy of {} bytes from record {start} does not fit a view of {} records",
                 out.len(),

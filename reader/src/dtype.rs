@@ -143,6 +143,18 @@ element!(i64, I64);
 element!(f32, F32);
 element!(f64, F64);
 
+/// Views `bytes` as a slice of `T`, or `None` if the bytes are not aligned for
+/// `T` or not a whole number of elements.
+pub fn cast_slice<T: Element>(bytes: &[u8]) -> Option<&[T]> {
+    // SAFETY: `Element` is sealed and implemented only for primitive integers
+    // and floats, for which every bit pattern is a valid value and which have
+    // no padding; `align_to` only yields a middle part that is correctly
+    // aligned, and we reject any unaligned prefix or leftover suffix, so the
+    // returned slice covers exactly `bytes`.
+    let (head, mid, tail) = unsafe { bytes.align_to::<T>() };
+    (head.is_empty() && tail.is_empty()).then_some(mid)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,16 +176,4 @@ mod tests {
         assert!(u16::accepts(DType::Bf16));
         assert_eq!(DType::Bf16.size(), std::mem::size_of::<u16>());
     }
-}
-
-/// Views `bytes` as a slice of `T`, or `None` if the bytes are not aligned for
-/// `T` or not a whole number of elements.
-pub fn cast_slice<T: Element>(bytes: &[u8]) -> Option<&[T]> {
-    // SAFETY: `Element` is sealed and implemented only for primitive integers
-    // and floats, for which every bit pattern is a valid value and which have
-    // no padding; `align_to` only yields a middle part that is correctly
-    // aligned, and we reject any unaligned prefix or leftover suffix, so the
-    // returned slice covers exactly `bytes`.
-    let (head, mid, tail) = unsafe { bytes.align_to::<T>() };
-    (head.is_empty() && tail.is_empty()).then_some(mid)
 }

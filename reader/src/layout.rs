@@ -179,7 +179,7 @@ impl RecordLayout {
                 )));
             }
         }
-        if self.stride % max_align != 0 {
+        if !self.stride.is_multiple_of(max_align) {
             return Err(Error::Layout(format!(
                 "stride {} is not a multiple of the largest alignment {max_align}",
                 self.stride

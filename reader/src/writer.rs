@@ -50,7 +50,7 @@ impl ShardWriter {
 
     /// Appends whole records; `records.len()` must be a multiple of the stride.
     pub fn write_records(&mut self, records: &[u8]) -> Result<()> {
-        if records.len() as u64 % self.stride != 0 {
+        if !(records.len() as u64).is_multiple_of(self.stride) {
             return Err(Error::Write {
                 path: self.path.clone(),
                 reason: format!(
@@ -190,7 +190,7 @@ impl ShardSetWriter {
     /// Appends whole records to the current split.
     pub fn write_records(&mut self, mut records: &[u8]) -> Result<()> {
         let stride = self.layout.stride as usize;
-        if records.len() % stride != 0 {
+        if !records.len().is_multiple_of(stride) {
             return Err(Error::InvalidArgument(format!(
                 "{} bytes is not a whole number of {stride}-byte records",
                 records.len()

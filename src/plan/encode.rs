@@ -7,9 +7,7 @@
 use super::PlanError;
 use crate::spec::{FieldInput, Spec, Transform};
 use crate::transform::{self, Counts, FrozenStats, Moments, NULL_KEY};
-use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Float64Array, Int64Array, UInt64Array,
-};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, UInt64Array};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type, UInt64Type};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -25,7 +23,12 @@ fn enc_err(context: &str, message: String) -> PlanError {
 }
 
 /// The Arrow columns feeding field `i`: one per stacked column, else one.
-fn field_columns(batch: &RecordBatch, spec: &Spec, i: usize, ctx: &str) -> Result<Vec<ArrayRef>, PlanError> {
+fn field_columns(
+    batch: &RecordBatch,
+    spec: &Spec,
+    i: usize,
+    ctx: &str,
+) -> Result<Vec<ArrayRef>, PlanError> {
     let f = &spec.fields[i];
     let names: Vec<String> = match &f.input {
         FieldInput::Columns(cs) => (0..cs.len()).map(|j| format!("__f{i}_{j}")).collect(),
@@ -34,10 +37,12 @@ fn field_columns(batch: &RecordBatch, spec: &Spec, i: usize, ctx: &str) -> Resul
     names
         .iter()
         .map(|n| {
-            batch
-                .column_by_name(n)
-                .cloned()
-                .ok_or_else(|| enc_err(ctx, format!("field {:?}: query output lacks column {n}", f.name)))
+            batch.column_by_name(n).cloned().ok_or_else(|| {
+                enc_err(
+                    ctx,
+                    format!("field {:?}: query output lacks column {n}", f.name),
+                )
+            })
         })
         .collect()
 }
@@ -60,7 +65,12 @@ impl Strings<'_> {
     }
 }
 
-fn as_strings<'a>(arr: &'a ArrayRef, holder: &'a mut Option<ArrayRef>, ctx: &str, field: &str) -> Result<Strings<'a>, PlanError> {
+fn as_strings<'a>(
+    arr: &'a ArrayRef,
+    holder: &'a mut Option<ArrayRef>,
+    ctx: &str,
+    field: &str,
+) -> Result<Strings<'a>, PlanError> {
     match arr.data_type() {
         DataType::Utf8 => Ok(Strings::Utf8(arr.as_string::<i32>())),
         DataType::LargeUtf8 => Ok(Strings::Large(arr.as_string::<i64>())),
@@ -71,7 +81,10 @@ fn as_strings<'a>(arr: &'a ArrayRef, holder: &'a mut Option<ArrayRef>, ctx: &str
             *holder = Some(c);
             match holder {
                 Some(c) => Ok(Strings::Utf8(c.as_string::<i32>())),
-                None => Err(enc_err(ctx, format!("field {field:?}: cannot read as text"))),
+                None => Err(enc_err(
+                    ctx,
+                    format!("field {field:?}: cannot read as text"),
+                )),
             }
         }
     }
@@ -79,21 +92,39 @@ fn as_strings<'a>(arr: &'a ArrayRef, holder: &'a mut Option<ArrayRef>, ctx: &str
 
 fn to_f64(arr: &ArrayRef, ctx: &str, field: &str) -> Result<Float64Array, PlanError> {
     let c = cast(arr, &DataType::Float64).map_err(|e| {
-        enc_err(ctx, format!("field {field:?}: {} cannot be read as a number: {e}", arr.data_type()))
+        enc_err(
+            ctx,
+            format!(
+                "field {field:?}: {} cannot be read as a number: {e}",
+                arr.data_type()
+            ),
+        )
     })?;
     Ok(c.as_primitive::<Float64Type>().clone())
 }
 
 fn to_i64(arr: &ArrayRef, ctx: &str, field: &str) -> Result<Int64Array, PlanError> {
     let c = cast(arr, &DataType::Int64).map_err(|e| {
-        enc_err(ctx, format!("field {field:?}: {} cannot be read as an integer: {e}", arr.data_type()))
+        enc_err(
+            ctx,
+            format!(
+                "field {field:?}: {} cannot be read as an integer: {e}",
+                arr.data_type()
+            ),
+        )
     })?;
     Ok(c.as_primitive::<Int64Type>().clone())
 }
 
 fn to_u64(arr: &ArrayRef, ctx: &str, field: &str) -> Result<UInt64Array, PlanError> {
     let c = cast(arr, &DataType::UInt64).map_err(|e| {
-        enc_err(ctx, format!("field {field:?}: {} cannot be read as an unsigned integer: {e}", arr.data_type()))
+        enc_err(
+            ctx,
+            format!(
+                "field {field:?}: {} cannot be read as an unsigned integer: {e}",
+                arr.data_type()
+            ),
+        )
     })?;
     Ok(c.as_primitive::<UInt64Type>().clone())
 }
@@ -103,12 +134,21 @@ fn to_u64(arr: &ArrayRef, ctx: &str, field: &str) -> Result<UInt64Array, PlanErr
 fn float_path(f: &crate::spec::Field) -> bool {
     f.dtype.is_float()
         || f.transforms.iter().any(|t| {
-            matches!(t, Transform::Log1p | Transform::Clip { .. } | Transform::Standardize | Transform::MinMax)
+            matches!(
+                t,
+                Transform::Log1p
+                    | Transform::Clip { .. }
+                    | Transform::Standardize
+                    | Transform::MinMax
+            )
         })
 }
 
 fn string_path(f: &crate::spec::Field) -> bool {
-    matches!(f.transforms.first(), Some(Transform::HashBucket { .. } | Transform::Vocab { .. }))
+    matches!(
+        f.transforms.first(),
+        Some(Transform::HashBucket { .. } | Transform::Vocab { .. })
+    )
 }
 
 /// The per-value numeric transforms before the statistics transform, applied
@@ -127,7 +167,12 @@ fn pre_stats(f: &crate::spec::Field, mut x: f64) -> f64 {
 }
 
 /// Split index per row (all 0 without a split).
-fn row_splits(batch: &RecordBatch, spec: &Spec, cumulative: &[f64], ctx: &str) -> Result<Option<Vec<u8>>, PlanError> {
+fn row_splits(
+    batch: &RecordBatch,
+    spec: &Spec,
+    cumulative: &[f64],
+    ctx: &str,
+) -> Result<Option<Vec<u8>>, PlanError> {
     if spec.split.is_none() {
         return Ok(None);
     }
@@ -210,7 +255,13 @@ impl StatsPartial {
         StatsPartial { slots }
     }
 
-    pub(crate) fn update(&mut self, spec: &Spec, _fields: &[usize], batch: &RecordBatch, ctx: &str) -> Result<(), PlanError> {
+    pub(crate) fn update(
+        &mut self,
+        spec: &Spec,
+        _fields: &[usize],
+        batch: &RecordBatch,
+        ctx: &str,
+    ) -> Result<(), PlanError> {
         let cumulative = cumulative_weights(spec);
         let splits = row_splits(batch, spec, &cumulative, ctx)?;
         let want = stats_split_index(spec) as u8;
@@ -273,7 +324,14 @@ impl StatsPartial {
                         std: m.std(),
                         count: m.count,
                     },
-                    (Slot::Counts(c), Some(Transform::Vocab { min_count, max_size, oov })) => {
+                    (
+                        Slot::Counts(c),
+                        Some(Transform::Vocab {
+                            min_count,
+                            max_size,
+                            oov,
+                        }),
+                    ) => {
                         let v = c.freeze(*min_count, *max_size);
                         FrozenStats::Vocab {
                             counts: v.iter().map(|(_, n)| *n).collect(),
@@ -311,7 +369,11 @@ impl NumValues {
     fn for_each_opt(&self, r: usize, mut f: impl FnMut(Option<f64>)) {
         match self {
             NumValues::Scalar(a) => f(a.is_valid(r).then(|| a.value(r))),
-            NumValues::List { offsets, values, valid } => {
+            NumValues::List {
+                offsets,
+                values,
+                valid,
+            } => {
                 if valid[r] {
                     for k in offsets[r]..offsets[r + 1] {
                         f(values.is_valid(k).then(|| values.value(k)));
@@ -331,7 +393,11 @@ impl NumValues {
                     f(x);
                 }
             }
-            NumValues::List { offsets, values, valid } => {
+            NumValues::List {
+                offsets,
+                values,
+                valid,
+            } => {
                 if !valid[r] {
                     return;
                 }
@@ -354,11 +420,17 @@ fn list_or_scalar_f64(col: &ArrayRef, ctx: &str, field: &str) -> Result<NumValue
     let (offsets, child): (Vec<usize>, ArrayRef) = match col.data_type() {
         DataType::List(_) => {
             let l = col.as_list::<i32>();
-            (l.value_offsets().iter().map(|&o| o as usize).collect(), l.values().clone())
+            (
+                l.value_offsets().iter().map(|&o| o as usize).collect(),
+                l.values().clone(),
+            )
         }
         DataType::LargeList(_) => {
             let l = col.as_list::<i64>();
-            (l.value_offsets().iter().map(|&o| o as usize).collect(), l.values().clone())
+            (
+                l.value_offsets().iter().map(|&o| o as usize).collect(),
+                l.values().clone(),
+            )
         }
         DataType::FixedSizeList(_, k) => {
             let l = col.as_fixed_size_list();
@@ -490,7 +562,9 @@ impl<'a> Encoder<'a> {
             vocabs,
             dir: dir.to_path_buf(),
             chunk,
-            target_rows: (target_bytes.saturating_sub(tessera_reader::HEADER_LEN as u64) / layout.stride).max(1),
+            target_rows: (target_bytes.saturating_sub(tessera_reader::HEADER_LEN as u64)
+                / layout.stride)
+                .max(1),
             cumulative: cumulative_weights(spec),
             writers: (0..n).map(|_| None).collect(),
             seq: vec![0; n],
@@ -540,7 +614,10 @@ impl<'a> Encoder<'a> {
         let stride = self.layout.stride as usize;
         while a < b {
             if self.writers[split].is_none() {
-                let name = format!("{}-{:05}-{:04}.bin", self.split_names[split], self.chunk, self.seq[split]);
+                let name = format!(
+                    "{}-{:05}-{:04}.bin",
+                    self.split_names[split], self.chunk, self.seq[split]
+                );
                 self.seq[split] += 1;
                 self.writers[split] = Some(ShardWriter::create(&self.dir, &name, self.layout)?);
             }
@@ -573,10 +650,19 @@ impl<'a> Encoder<'a> {
         Ok(self.out)
     }
 
-    fn encode_field(&mut self, batch: &RecordBatch, i: usize, first_row: u64, ctx: &str) -> Result<(), PlanError> {
+    fn encode_field(
+        &mut self,
+        batch: &RecordBatch,
+        i: usize,
+        first_row: u64,
+        ctx: &str,
+    ) -> Result<(), PlanError> {
         let f = &self.spec.fields[i];
         let Some(fl) = self.layout.field(&f.name) else {
-            return Err(enc_err(ctx, format!("field {:?} is missing from the layout", f.name)));
+            return Err(enc_err(
+                ctx,
+                format!("field {:?} is missing from the layout", f.name),
+            ));
         };
         let stride = self.layout.stride as usize;
         let off = fl.offset as usize;
@@ -607,15 +693,30 @@ impl<'a> Encoder<'a> {
             let len = len as usize;
             for r in 0..n {
                 let v: Option<&[u8]> = match col.data_type() {
-                    DataType::Binary => col.as_binary::<i32>().is_valid(r).then(|| col.as_binary::<i32>().value(r)),
-                    DataType::LargeBinary => col.as_binary::<i64>().is_valid(r).then(|| col.as_binary::<i64>().value(r)),
-                    DataType::BinaryView => col.as_binary_view().is_valid(r).then(|| col.as_binary_view().value(r)),
+                    DataType::Binary => col
+                        .as_binary::<i32>()
+                        .is_valid(r)
+                        .then(|| col.as_binary::<i32>().value(r)),
+                    DataType::LargeBinary => col
+                        .as_binary::<i64>()
+                        .is_valid(r)
+                        .then(|| col.as_binary::<i64>().value(r)),
+                    DataType::BinaryView => col
+                        .as_binary_view()
+                        .is_valid(r)
+                        .then(|| col.as_binary_view().value(r)),
                     DataType::FixedSizeBinary(_) => col
                         .as_fixed_size_binary()
                         .is_valid(r)
                         .then(|| col.as_fixed_size_binary().value(r)),
                     other => {
-                        return Err(enc_err(ctx, format!("field {:?}: bytes needs a binary column, got {other}", f.name)));
+                        return Err(enc_err(
+                            ctx,
+                            format!(
+                                "field {:?}: bytes needs a binary column, got {other}",
+                                f.name
+                            ),
+                        ));
                     }
                 };
                 let v = v.ok_or_else(|| null_err(r))?;
@@ -658,7 +759,10 @@ impl<'a> Encoder<'a> {
                 for r in 0..n {
                     let value = s.get(r);
                     let id: i64 = match (buckets, vmap) {
-                        (Some(b), _) => transform::hash_bucket(value.map(str::as_bytes).unwrap_or(NULL_KEY), b) as i64,
+                        (Some(b), _) => {
+                            transform::hash_bucket(value.map(str::as_bytes).unwrap_or(NULL_KEY), b)
+                                as i64
+                        }
                         (None, Some(m)) => value.and_then(|v| m.get(v).copied()).unwrap_or(oov),
                         (None, None) => oov,
                     };
@@ -698,8 +802,17 @@ impl<'a> Encoder<'a> {
                             } else {
                                 f.fill_null.ok_or_else(|| null_err(r))?
                             };
-                            let at = r * stride + off + j * isz;
-                            put_f64(&mut recs[at..], dtype, apply(x));
+                            if one_hot.is_some() {
+                                // The transformed value is the class index.
+                                let base = r * stride + off + j * per_value * isz;
+                                let class = apply(x).round() as i64;
+                                write_int_value(
+                                    recs, base, class, one_hot, dtype, r, first_row, ctx, &f.name,
+                                )?;
+                            } else {
+                                let at = r * stride + off + j * isz;
+                                put_f64(&mut recs[at..], dtype, apply(x));
+                            }
                         }
                     }
                     (_, Some(len)) => {
@@ -730,7 +843,13 @@ impl<'a> Encoder<'a> {
                         }
                     }
                     (NumValues::List { .. }, None) => {
-                        return Err(enc_err(ctx, format!("field {:?}: the column holds lists; set `length` to pad or truncate them", f.name)));
+                        return Err(enc_err(
+                            ctx,
+                            format!(
+                                "field {:?}: the column holds lists; set `length` to pad or truncate them",
+                                f.name
+                            ),
+                        ));
                     }
                 }
             }
@@ -739,7 +858,12 @@ impl<'a> Encoder<'a> {
 
         // Exact integer path.
         for (j, col) in cols.iter().enumerate() {
-            if f.length.is_some() || matches!(col.data_type(), DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..)) {
+            if f.length.is_some()
+                || matches!(
+                    col.data_type(),
+                    DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..)
+                )
+            {
                 let len = f.length.ok_or_else(|| {
                     enc_err(ctx, format!("field {:?}: the column holds lists; set `length` to pad or truncate them", f.name))
                 })? as usize;
@@ -779,7 +903,9 @@ impl<'a> Encoder<'a> {
                         f.fill_null.ok_or_else(|| null_err(r))? as i128
                     };
                     let base = r * stride + off + j * per_value * isz;
-                    write_int_value(recs, base, v as i64, one_hot, dtype, r, first_row, ctx, &f.name)?;
+                    write_int_value(
+                        recs, base, v as i64, one_hot, dtype, r, first_row, ctx, &f.name,
+                    )?;
                 }
             } else {
                 let a = to_i64(col, ctx, &f.name)?;
@@ -796,47 +922,46 @@ impl<'a> Encoder<'a> {
         }
         Ok(())
     }
-
 }
 
 /// Writes an integer value (or its one-hot expansion) at byte `base`.
 #[allow(clippy::too_many_arguments)]
 fn write_int_value(
-        recs: &mut [u8],
-        base: usize,
-        v: i64,
-        one_hot: Option<u64>,
-        dtype: DType,
-        r: usize,
-        first_row: u64,
-        ctx: &str,
-        field: &str,
-    ) -> Result<(), PlanError> {
-        let isz = dtype.size();
-        match one_hot {
-            Some(classes) => {
-                if v < 0 || v as u64 >= classes {
-                    return Err(enc_err(
-                        ctx,
-                        format!(
-                            "field {field:?}: value {v} in output row {} is outside one_hot's 0..{classes}",
-                            first_row + r as u64
-                        ),
-                    ));
-                }
-                put_int(&mut recs[base + v as usize * isz..], dtype, 1);
+    recs: &mut [u8],
+    base: usize,
+    v: i64,
+    one_hot: Option<u64>,
+    dtype: DType,
+    r: usize,
+    first_row: u64,
+    ctx: &str,
+    field: &str,
+) -> Result<(), PlanError> {
+    let isz = dtype.size();
+    match one_hot {
+        Some(classes) => {
+            if v < 0 || v as u64 >= classes {
+                return Err(enc_err(
+                    ctx,
+                    format!(
+                        "field {field:?}: value {v} in output row {} is outside one_hot's 0..{classes}",
+                        first_row + r as u64
+                    ),
+                ));
             }
-            None => {
-                if !put_int(&mut recs[base..], dtype, i128::from(v)) {
-                    return Err(enc_err(
-                        ctx,
-                        format!(
-                            "field {field:?}: value {v} in output row {} does not fit {dtype}",
-                            first_row + r as u64
-                        ),
-                    ));
-                }
+            put_int(&mut recs[base + v as usize * isz..], dtype, 1);
+        }
+        None => {
+            if !put_int(&mut recs[base..], dtype, i128::from(v)) {
+                return Err(enc_err(
+                    ctx,
+                    format!(
+                        "field {field:?}: value {v} in output row {} does not fit {dtype}",
+                        first_row + r as u64
+                    ),
+                ));
             }
         }
-        Ok(())
     }
+    Ok(())
+}

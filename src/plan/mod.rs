@@ -15,7 +15,9 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::datasource::file_format::options::{
     ArrowReadOptions, CsvReadOptions, JsonReadOptions, ParquetReadOptions, ReadOptions,
 };
-use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
+use datafusion::datasource::listing::{
+    ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
+};
 use datafusion::execution::context::{SessionConfig, SessionContext};
 use datafusion::physical_plan::metrics::MetricValue;
 use datafusion::physical_plan::{ExecutionPlan, execute_stream};
@@ -48,7 +50,9 @@ pub enum PlanError {
     Write(#[from] tessera_reader::Error),
 }
 
-fn query_err(context: impl Into<String>) -> impl FnOnce(datafusion::error::DataFusionError) -> PlanError {
+fn query_err(
+    context: impl Into<String>,
+) -> impl FnOnce(datafusion::error::DataFusionError) -> PlanError {
     let context = context.into();
     move |e| PlanError::Query {
         context,
@@ -150,14 +154,22 @@ fn runtime() -> Result<tokio::runtime::Runtime, PlanError> {
 }
 
 fn listing_options(src: &Source, config: &SessionConfig) -> ListingOptions {
-    let table_options = datafusion::config::TableOptions::default_from_session_config(config.options());
+    let table_options =
+        datafusion::config::TableOptions::default_from_session_config(config.options());
     let mut opts = match src.format {
-        SourceFormat::Parquet => ParquetReadOptions::default().to_listing_options(config, table_options),
+        SourceFormat::Parquet => {
+            ParquetReadOptions::default().to_listing_options(config, table_options)
+        }
         SourceFormat::Csv => {
             let null_regex = if src.csv.null_values.is_empty() {
                 None
             } else {
-                let alts: Vec<String> = src.csv.null_values.iter().map(|v| regex_escape(v)).collect();
+                let alts: Vec<String> = src
+                    .csv
+                    .null_values
+                    .iter()
+                    .map(|v| regex_escape(v))
+                    .collect();
                 Some(format!("^(?:{})$", alts.join("|")))
             };
             let mut o = CsvReadOptions::new()
@@ -168,7 +180,9 @@ fn listing_options(src: &Source, config: &SessionConfig) -> ListingOptions {
             o.to_listing_options(config, table_options)
         }
         SourceFormat::Json => JsonReadOptions::default().to_listing_options(config, table_options),
-        SourceFormat::Arrow => ArrowReadOptions::default().to_listing_options(config, table_options),
+        SourceFormat::Arrow => {
+            ArrowReadOptions::default().to_listing_options(config, table_options)
+        }
     };
     // Files are named explicitly; do not filter them by extension.
     opts.file_extension = String::new();
@@ -233,7 +247,11 @@ impl Planner {
             let url = url_of(first)?;
             let schema = rt
                 .block_on(opts.infer_schema(&ctx.state(), &url))
-                .map_err(query_err(format!("source {:?}: reading the schema of {}", src.name, first.display())))?;
+                .map_err(query_err(format!(
+                    "source {:?}: reading the schema of {}",
+                    src.name,
+                    first.display()
+                )))?;
             schemas.insert(src.name.clone(), schema);
         }
         let chunked = if let Some(s) = spec.sources.iter().find(|s| s.chunk) {
@@ -293,17 +311,24 @@ impl Planner {
             let urls = if !src.partition_columns.is_empty() {
                 vec![url_of(&hive_root(src))?]
             } else if src.name == chunk.source {
-                chunk.files.iter().map(|f| url_of(f)).collect::<Result<_, _>>()?
+                chunk
+                    .files
+                    .iter()
+                    .map(|f| url_of(f))
+                    .collect::<Result<_, _>>()?
             } else {
-                src.files.iter().map(|f| url_of(f)).collect::<Result<_, _>>()?
+                src.files
+                    .iter()
+                    .map(|f| url_of(f))
+                    .collect::<Result<_, _>>()?
             };
             let schema = self.schemas.0.get(&src.name).cloned();
             let mut cfg = ListingTableConfig::new_with_multi_paths(urls).with_listing_options(opts);
             if let Some(schema) = schema {
                 cfg = cfg.with_schema(schema);
             }
-            let table = ListingTable::try_new(cfg)
-                .map_err(query_err(format!("source {:?}", src.name)))?;
+            let table =
+                ListingTable::try_new(cfg).map_err(query_err(format!("source {:?}", src.name)))?;
             ctx.register_table(src.name.as_str(), Arc::new(table))
                 .map_err(query_err(format!("source {:?}", src.name)))?;
         }
@@ -336,8 +361,12 @@ impl Planner {
                 }
             };
             match &f.input {
-                FieldInput::Column(c) => items.push(format!("{} AS \"__f{i}\"", wrap(quote_ident(c)))),
-                FieldInput::Expr(e) => items.push(format!("{} AS \"__f{i}\"", wrap(format!("({e})")))),
+                FieldInput::Column(c) => {
+                    items.push(format!("{} AS \"__f{i}\"", wrap(quote_ident(c))))
+                }
+                FieldInput::Expr(e) => {
+                    items.push(format!("{} AS \"__f{i}\"", wrap(format!("({e})"))))
+                }
                 FieldInput::Columns(cs) => {
                     for (j, c) in cs.iter().enumerate() {
                         items.push(format!("{} AS \"__f{i}_{j}\"", wrap(quote_ident(c))));
@@ -360,7 +389,13 @@ impl Planner {
 
     /// Plans and runs one pass over `chunk`, handing each output batch to
     /// `sink`; returns the scan counters.
-    fn run<F>(&self, chunk: &Chunk, fields: &[usize], with_split: bool, mut sink: F) -> Result<ScanMetrics, PlanError>
+    fn run<F>(
+        &self,
+        chunk: &Chunk,
+        fields: &[usize],
+        with_split: bool,
+        mut sink: F,
+    ) -> Result<ScanMetrics, PlanError>
     where
         F: FnMut(&RecordBatch) -> Result<(), PlanError>,
     {
@@ -369,7 +404,10 @@ impl Planner {
         rt.block_on(async {
             let ctx = self.context_for(chunk).await?;
             let sql = self.sql(fields, with_split);
-            let df = ctx.sql(&sql).await.map_err(query_err(format!("{what}: planning the query")))?;
+            let df = ctx
+                .sql(&sql)
+                .await
+                .map_err(query_err(format!("{what}: planning the query")))?;
             let plan = df
                 .create_physical_plan()
                 .await
@@ -403,7 +441,9 @@ impl Planner {
         let fields = self.stats_fields();
         let mut partial = StatsPartial::new(&self.spec, &fields);
         let ctx = chunk.describe();
-        let metrics = self.run(chunk, &fields, true, |batch| partial.update(&self.spec, &fields, batch, &ctx))?;
+        let metrics = self.run(chunk, &fields, true, |batch| {
+            partial.update(&self.spec, &fields, batch, &ctx)
+        })?;
         Ok((partial, metrics))
     }
 
@@ -419,7 +459,8 @@ impl Planner {
         progress: &(dyn Fn(u64, u64) + Sync),
     ) -> Result<(EncodeOutput, ScanMetrics), PlanError> {
         let fields: Vec<usize> = (0..self.spec.fields.len()).collect();
-        let mut enc = encode::Encoder::new(&self.spec, layout, frozen, dir, chunk.index, target_bytes);
+        let mut enc =
+            encode::Encoder::new(&self.spec, layout, frozen, dir, chunk.index, target_bytes);
         let ctx = chunk.describe();
         let metrics = self.run(chunk, &fields, true, |batch| {
             let before = enc.bytes_written();
@@ -433,7 +474,10 @@ impl Planner {
 
 /// True for transforms whose parameters come from the statistics pass.
 pub fn needs_stats(t: &Transform) -> bool {
-    matches!(t, Transform::Standardize | Transform::MinMax | Transform::Vocab { .. })
+    matches!(
+        t,
+        Transform::Standardize | Transform::MinMax | Transform::Vocab { .. }
+    )
 }
 
 /// Sums scan metrics over every node of an executed plan.
@@ -445,15 +489,23 @@ fn collect_metrics(plan: &dyn ExecutionPlan) -> ScanMetrics {
         if let Some(set) = node.metrics() {
             for metric in set.iter() {
                 match metric.value() {
-                    MetricValue::PruningMetrics { name, pruning_metrics } if name == "row_groups_pruned_statistics" => {
+                    MetricValue::PruningMetrics {
+                        name,
+                        pruning_metrics,
+                    } if name == "row_groups_pruned_statistics" => {
                         m.row_groups_pruned += pruning_metrics.pruned() as u64;
                         m.row_groups_matched += pruning_metrics.matched() as u64;
                     }
-                    MetricValue::PruningMetrics { name, pruning_metrics } if name == "files_ranges_pruned_statistics" => {
+                    MetricValue::PruningMetrics {
+                        name,
+                        pruning_metrics,
+                    } if name == "files_ranges_pruned_statistics" => {
                         m.files_pruned += pruning_metrics.pruned() as u64;
                     }
                     MetricValue::OutputRows(c) if is_scan => m.rows_scanned += c.value() as u64,
-                    v if v.name() == "pushdown_rows_pruned" => m.rows_pruned_in_scan += v.as_usize() as u64,
+                    v if v.name() == "pushdown_rows_pruned" => {
+                        m.rows_pruned_in_scan += v.as_usize() as u64
+                    }
                     v if v.name() == "bytes_scanned" => m.bytes_scanned += v.as_usize() as u64,
                     _ => {}
                 }
