@@ -82,6 +82,8 @@ impl LoaderArgs<'_> {
             prefetch: at_least("prefetch", self.prefetch, 1)? as usize,
             worker,
             num_workers,
+            // NumPy gets writable views of a batch buffer of its own.
+            zero_copy: false,
         })
     }
 }

@@ -1,7 +1,7 @@
 //! Batches: one contiguous, 8-byte-aligned buffer of `rows x stride` bytes,
 //! with typed views of each field into it.
 
-use crate::dataset::{field_of, field_slice};
+use crate::dataset::{Dataset, field_of, field_slice};
 use crate::dtype::Element;
 use crate::error::Result;
 use crate::layout::RecordLayout;
@@ -101,6 +101,9 @@ impl BufPool {
 /// ```
 pub struct Batch {
     buf: AlignedBuf,
+    /// For a zero-copy batch: the view and the first of its records the
+    /// batch borrows from the memory map (all in one shard); `buf` is empty.
+    mapped: Option<(Dataset, u64)>,
     pool: Option<Arc<BufPool>>,
     rows: usize,
     layout: Arc<RecordLayout>,
@@ -108,6 +111,26 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// A batch borrowing records `start..start + rows` of `ds` from the map;
+    /// the caller checked that they lie in one shard.
+    pub(crate) fn mapped(
+        ds: Dataset,
+        start: u64,
+        pool: Option<Arc<BufPool>>,
+        rows: usize,
+        layout: Arc<RecordLayout>,
+        index: u64,
+    ) -> Self {
+        Batch {
+            buf: AlignedBuf::default(),
+            mapped: Some((ds, start)),
+            pool,
+            rows,
+            layout,
+            index,
+        }
+    }
+
     pub(crate) fn new(
         buf: AlignedBuf,
         pool: Option<Arc<BufPool>>,
@@ -117,6 +140,7 @@ impl Batch {
     ) -> Self {
         Batch {
             buf,
+            mapped: None,
             pool,
             rows,
             layout,
@@ -146,11 +170,29 @@ impl Batch {
 
     /// The whole buffer, `rows x stride` bytes, 8-byte aligned.
     pub fn bytes(&self) -> &[u8] {
-        self.buf.bytes()
+        match &self.mapped {
+            // In range by construction (checked when the batch was made).
+            Some((ds, start)) => ds.records(*start..*start + self.rows as u64).unwrap_or(&[]),
+            None => self.buf.bytes(),
+        }
     }
 
-    /// The whole buffer, writable (it is the batch's own copy).
+    /// True when the batch borrows its records from the memory map (a
+    /// sequential batch inside one shard) instead of holding a copy.
+    pub fn is_zero_copy(&self) -> bool {
+        self.mapped.is_some()
+    }
+
+    /// The whole buffer, writable. A zero-copy batch is first copied into a
+    /// buffer of its own (the shard files are never written).
     pub fn bytes_mut(&mut self) -> &mut [u8] {
+        if let Some((ds, start)) = self.mapped.take() {
+            let mut buf = self.pool.as_ref().map(|p| p.take()).unwrap_or_default();
+            buf.resize(self.rows * self.stride());
+            // In range by construction; a failure leaves zeros, never a panic.
+            let _ = ds.copy_records(start, buf.bytes_mut());
+            self.buf = buf;
+        }
         self.buf.bytes_mut()
     }
 
@@ -180,7 +222,9 @@ impl Batch {
 
 impl Drop for Batch {
     fn drop(&mut self) {
-        if let Some(pool) = self.pool.take() {
+        if let Some(pool) = self.pool.take()
+            && self.mapped.is_none()
+        {
             pool.give(std::mem::take(&mut self.buf));
         }
     }

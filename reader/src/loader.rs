@@ -43,6 +43,9 @@ pub struct LoaderConfig {
     pub worker: u64,
     /// Number of interleaved sub-streams (see `worker`).
     pub num_workers: u64,
+    /// Let a sequential batch that lies inside one shard borrow its records
+    /// from the memory map instead of copying them ([`Batch::is_zero_copy`]).
+    pub zero_copy: bool,
 }
 
 impl Default for LoaderConfig {
@@ -58,6 +61,7 @@ impl Default for LoaderConfig {
             prefetch: 2,
             worker: 0,
             num_workers: 1,
+            zero_copy: true,
         }
     }
 }
@@ -185,6 +189,7 @@ impl Loader {
             worker: self.cfg.worker,
             num_workers: self.cfg.num_workers,
             layout: Arc::clone(&self.layout),
+            zero_copy: self.cfg.zero_copy,
         });
         let total = self.len_from(cursor.position);
         let threads = self.cfg.threads.min(total as usize);
@@ -236,6 +241,7 @@ struct Job {
     worker: u64,
     num_workers: u64,
     layout: Arc<RecordLayout>,
+    zero_copy: bool,
 }
 
 impl Job {
@@ -251,6 +257,20 @@ impl Job {
         let rows = (positions.end - positions.start) as usize;
         let stride = self.ds.stride();
         let n = self.order.len();
+        if self.zero_copy
+            && self.order.is_sequential()
+            && positions.end <= n
+            && self.ds.records(positions.clone()).is_some()
+        {
+            return Batch::mapped(
+                self.ds.clone(),
+                positions.start,
+                Some(Arc::clone(pool)),
+                rows,
+                Arc::clone(&self.layout),
+                k,
+            );
+        }
         let mut buf = pool.take();
         buf.resize(rows * stride);
         let out = buf.bytes_mut();
