@@ -146,10 +146,32 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
         .map_err(|e| BuildError::Other(format!("starting {threads} build threads: {e}")))?;
 
     let spec = Arc::new(spec);
+    match build_artifact(
+        &spec, &lock, &pool, &progress, &hash, &files, canonical, t0, seconds,
+    ) {
+        Err(BuildError::Plan(e)) => Err(locate(&spec, e)),
+        other => other,
+    }
+}
+
+/// The part of a build after the cache lookup, under the build lock.
+#[allow(clippy::too_many_arguments)]
+fn build_artifact(
+    spec: &Arc<Spec>,
+    lock: &crate::cache::BuildLock,
+    pool: &rayon::ThreadPool,
+    progress: &Progress,
+    hash: &str,
+    files: &[fingerprint::InputFile],
+    canonical: serde_json::Value,
+    t0: Instant,
+    mut seconds: BTreeMap<String, f64>,
+) -> Result<BuildReport, BuildError> {
+    let hash = hash.to_string();
     let t = Instant::now();
-    let planner = Planner::new(Arc::clone(&spec), BATCH_ROWS)?;
+    let planner = Planner::new(Arc::clone(spec), BATCH_ROWS)?;
     let chunks = planner.chunks();
-    let layout = layout_of(&spec)?;
+    let layout = layout_of(spec)?;
     seconds.insert("plan".to_string(), t.elapsed().as_secs_f64());
 
     // Statistics pass: partials per chunk, merged in chunk order.
@@ -270,7 +292,7 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
     manifest.name = spec.name.clone();
     manifest.created_by = format!("tessera {}", env!("CARGO_PKG_VERSION"));
     manifest.spec = canonical;
-    manifest.inputs = fingerprint::manifest_inputs(&files);
+    manifest.inputs = fingerprint::manifest_inputs(files);
     manifest.stats = stats_json(&spec, &frozen);
     manifest.build = serde_json::json!({
         "semantics_version": SEMANTICS_VERSION,
@@ -409,4 +431,44 @@ fn source_root(spec_path: &Path, pattern: &str, files: &[PathBuf]) -> PathBuf {
             .map(Path::to_path_buf)
             .unwrap_or_default(),
     }
+}
+
+/// Points a query error at the spec key that names the missing column, when
+/// DataFusion reports one ("No field named x"), so the message carries the
+/// spec file, the key path and the line; otherwise prefixes the spec file.
+fn locate(spec: &Spec, e: crate::plan::PlanError) -> BuildError {
+    let msg = e.to_string();
+    let missing = msg.split("No field named ").nth(1).and_then(|rest| {
+        let token: String = rest
+            .trim_start_matches(['"', '`'])
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        (!token.is_empty()).then_some(token)
+    });
+    if let Some(name) = missing {
+        let mentions = |text: &str| text.to_lowercase().contains(&name.to_lowercase());
+        for f in &spec.fields {
+            let uses = match &f.input {
+                crate::spec::FieldInput::Column(c) => c.eq_ignore_ascii_case(&name),
+                crate::spec::FieldInput::Columns(cs) => {
+                    cs.iter().any(|c| c.eq_ignore_ascii_case(&name))
+                }
+                crate::spec::FieldInput::Expr(x) => mentions(x),
+            };
+            if uses {
+                return BuildError::Spec(spec.error_at(&format!("fields.{}", f.name), msg));
+            }
+        }
+        if spec.filter.as_deref().is_some_and(mentions) {
+            return BuildError::Spec(spec.error_at("filter", msg));
+        }
+        if spec.split.as_ref().is_some_and(|s| mentions(&s.key)) {
+            return BuildError::Spec(spec.error_at("split.key", msg));
+        }
+        if spec.query.as_deref().is_some_and(mentions) {
+            return BuildError::Spec(spec.error_at("query", msg));
+        }
+    }
+    BuildError::Other(format!("{}: {msg}", spec.path.display()))
 }

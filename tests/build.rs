@@ -368,6 +368,17 @@ fn bad_spec_and_bad_data_fail_with_clear_errors() {
     ]);
     assert!(!o.status.success());
     let err = stderr(&o);
+    // The message points at the spec: file, line, key path, and the column.
+    let idx_line = SPEC
+        .replace("column: id }", "column: idx }")
+        .lines()
+        .position(|l| l.contains("column: idx }"))
+        .unwrap()
+        + 1;
+    assert!(
+        err.contains(&format!("spec.yaml:{idx_line}: fields.id")),
+        "{err}"
+    );
     assert!(err.contains("idx"), "{err}");
     // A null without fill_null names the field and the row.
     let p = project(
