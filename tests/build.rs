@@ -333,6 +333,30 @@ fn cli_build_inspect_head_verify_and_corruption() {
     let o = run(&["verify", &path]);
     assert!(o.status.success(), "{}", stderr(&o));
 
+    // The cache lists the artifact; gc with --keep 1 keeps it, --keep 0 removes it.
+    let hash = j["hash"].as_str().unwrap();
+    let o = run(&[
+        "cache",
+        "ls",
+        "--cache-dir",
+        cache.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ls: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(ls.as_array().unwrap().len(), 1);
+    assert_eq!(ls[0]["hash"], hash);
+    let o = run(&[
+        "cache",
+        "gc",
+        "--keep",
+        "1",
+        "--cache-dir",
+        cache.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(Path::new(&path).join("manifest.json").exists());
+
     // Flip one byte in the record area of the first shard.
     let ds = Dataset::open(&path).unwrap();
     let shard = Path::new(&path).join(&ds.manifest().shards[0].file);
@@ -354,6 +378,17 @@ fn cli_build_inspect_head_verify_and_corruption() {
         err.contains(shard.file_name().unwrap().to_str().unwrap()) && err.contains("checksum"),
         "{err}"
     );
+
+    let o = run(&[
+        "cache",
+        "gc",
+        "--keep",
+        "0",
+        "--cache-dir",
+        cache.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!Path::new(&path).exists(), "gc --keep 0 left the artifact");
 }
 
 #[test]
