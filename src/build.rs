@@ -197,12 +197,12 @@ fn build_artifact(
         let mut it = partials.into_iter();
         let mut merged = match it.next() {
             Some((p, _)) => p,
-            None => StatsPartial::new(&spec, &planner.stats_fields()),
+            None => StatsPartial::new(spec, &planner.stats_fields()),
         };
         for (p, _) in it {
             merged.merge(p);
         }
-        merged.freeze(&spec)
+        merged.freeze(spec)
     };
     seconds.insert("stats".to_string(), t.elapsed().as_secs_f64());
 
@@ -240,7 +240,7 @@ fn build_artifact(
     seconds.insert("encode".to_string(), t.elapsed().as_secs_f64());
 
     // Commit: shards split-major, chunk order within a split.
-    let names = split_names(&spec);
+    let names = split_names(spec);
     let mut scan = ScanMetrics::default();
     let mut rows_kept = 0;
     let mut shards: Vec<ShardInfo> = Vec::new();
@@ -293,7 +293,7 @@ fn build_artifact(
     manifest.created_by = format!("tessera {}", env!("CARGO_PKG_VERSION"));
     manifest.spec = canonical;
     manifest.inputs = fingerprint::manifest_inputs(files);
-    manifest.stats = stats_json(&spec, &frozen);
+    manifest.stats = stats_json(spec, &frozen);
     manifest.build = serde_json::json!({
         "semantics_version": SEMANTICS_VERSION,
         "chunks": chunks.len(),

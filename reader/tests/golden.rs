@@ -1,0 +1,60 @@
+//! Format v1 compatibility: the shard set in `tests/golden/v1/` was written by
+//! `examples/write_golden.rs` when v1 was defined. Every future reader must
+//! open it and read the same values, and the writer must keep producing the
+//! same bytes for the same records.
+
+#[path = "../examples/write_golden.rs"]
+#[allow(dead_code)]
+mod golden;
+
+use std::path::Path;
+use tessera_reader::{Dataset, Manifest, ShardSetWriter};
+
+fn golden_dir() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/v1"))
+}
+
+#[test]
+fn the_v1_golden_set_opens_verifies_and_reads_back() {
+    let ds = Dataset::open(golden_dir()).expect("open golden v1");
+    ds.verify().expect("golden checksums");
+    let layout = golden::layout();
+    assert_eq!(ds.layout(), &layout);
+    assert_eq!(ds.len(), 23);
+    assert!(ds.manifest().shards.len() >= 3);
+    for i in 0..ds.len() {
+        assert_eq!(
+            ds.record(i).unwrap(),
+            golden::record(&layout, i).as_slice(),
+            "record {i}"
+        );
+    }
+    let val = ds.split("val").unwrap();
+    assert_eq!(val.len(), 6);
+    assert_eq!(val.field::<u64>(0, "id").unwrap(), &[17 * 1000 + 7]);
+    assert_eq!(ds.field::<u16>(3, "h").unwrap(), &[0x3c00, 0xc000]);
+}
+
+#[test]
+fn todays_writer_reproduces_the_golden_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let layout = golden::layout();
+    let mut w = ShardSetWriter::new(dir.path(), layout.clone(), 4096 + 8 * layout.stride).unwrap();
+    let mut i = 0;
+    for (name, rows) in golden::SPLITS {
+        w.begin_split(name).unwrap();
+        for _ in 0..rows {
+            w.write_records(&golden::record(&layout, i)).unwrap();
+            i += 1;
+        }
+    }
+    let fresh = w.finish_with(|m| m.name = "golden-v1".into()).unwrap();
+    let bytes = std::fs::read(golden_dir().join("manifest.json")).unwrap();
+    let committed = Manifest::parse(&bytes, Path::new("golden manifest")).unwrap();
+    assert_eq!(fresh.layout_digest, committed.layout_digest);
+    assert_eq!(
+        fresh.shards, committed.shards,
+        "shard bytes changed: that is a new format version"
+    );
+    assert_eq!(fresh.splits, committed.splits);
+}
