@@ -333,6 +333,29 @@ fn cli_build_inspect_head_verify_and_corruption() {
     let o = run(&["verify", &path]);
     assert!(o.status.success(), "{}", stderr(&o));
 
+    // bench reads every record of the split once per epoch and reports the stall.
+    let train_rows = j["rows"]["train"].as_u64().unwrap();
+    let o = run(&[
+        "bench",
+        &path,
+        "--split",
+        "train",
+        "--batch-size",
+        "64",
+        "--shuffle",
+        "--epochs",
+        "2",
+        "--step-ms",
+        "0.1",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let b: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(b["samples"].as_u64(), Some(2 * train_rows));
+    assert_eq!(b["batches"].as_u64(), Some(2 * train_rows.div_ceil(64)));
+    let stall = b["stall_fraction"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&stall), "{stall}");
+
     // The cache lists the artifact; gc with --keep 1 keeps it, --keep 0 removes it.
     let hash = j["hash"].as_str().unwrap();
     let o = run(&[
