@@ -126,12 +126,12 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
     seconds.insert("fingerprint".to_string(), t.elapsed().as_secs_f64());
 
     if let Some(artifact) = cache.lookup(&hash)? {
-        return hit_report(hash, artifact.path, t0, seconds);
+        return Ok(hit_report(hash, artifact, t0, seconds));
     }
     let lock = cache.lock(&hash)?;
     // Someone else may have built it while we waited for the lock.
     if let Some(artifact) = cache.lookup(&hash)? {
-        return hit_report(hash, artifact.path, t0, seconds);
+        return Ok(hit_report(hash, artifact, t0, seconds));
     }
     progress.line(&format!("building {} -> {}", spec.name, &hash[..16]));
 
@@ -323,34 +323,31 @@ fn build_artifact(
 
 fn hit_report(
     hash: String,
-    path: PathBuf,
+    artifact: crate::cache::Artifact,
     t0: Instant,
     mut seconds: BTreeMap<String, f64>,
-) -> Result<BuildReport, BuildError> {
-    let ds = tessera_reader::Dataset::open(&path)?;
-    let m = ds.manifest();
+) -> BuildReport {
+    // The lookup has parsed and checked the manifest; nothing else is read.
+    let m = &artifact.manifest;
     seconds.insert("total".to_string(), t0.elapsed().as_secs_f64());
     let scan: ScanMetrics = m
         .build
         .get("scan")
         .and_then(|v| serde_json::from_value(v.clone()).ok())
         .unwrap_or_default();
-    Ok(BuildReport {
+    let count = |key: &str| m.build.get(key).and_then(|v| v.as_u64()).unwrap_or(0);
+    BuildReport {
         rows: m.splits.iter().map(|s| (s.name.clone(), s.rows)).collect(),
         stride: m.layout.stride,
         bytes: m.shards.iter().map(|s| s.bytes).sum(),
-        chunks: m.build.get("chunks").and_then(|v| v.as_u64()).unwrap_or(0) as usize,
-        rows_kept: m
-            .build
-            .get("rows_kept")
-            .and_then(|v| v.as_u64())
-            .unwrap_or(0),
+        chunks: count("chunks") as usize,
+        rows_kept: count("rows_kept"),
         scan,
         hash,
-        path,
+        path: artifact.path,
         cache_hit: true,
         seconds,
-    })
+    }
 }
 
 /// The manifest's `stats` object: per field with statistics, one entry per
@@ -423,9 +420,9 @@ fn source_root(spec_path: &Path, pattern: &str, files: &[PathBuf]) -> PathBuf {
     if literal.ends_with('/') || full.is_dir() {
         return full;
     }
-    match (pattern.find(['*', '?', '[', '{']), full.parent()) {
-        (_, Some(parent)) => parent.to_path_buf(),
-        _ => files
+    match full.parent() {
+        Some(parent) => parent.to_path_buf(),
+        None => files
             .first()
             .and_then(|f| f.parent())
             .map(Path::to_path_buf)

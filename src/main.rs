@@ -120,34 +120,12 @@ enum CacheAction {
         #[arg(long)]
         keep: Option<usize>,
         /// Remove artifacts older than this (e.g. 30m, 12h, 7d).
-        #[arg(long, value_parser = parse_age)]
+        #[arg(long, value_parser = tessera::cache::parse_age)]
         older_than: Option<std::time::Duration>,
         /// Only print what would be removed.
         #[arg(long)]
         dry_run: bool,
     },
-}
-
-fn parse_age(s: &str) -> Result<std::time::Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?}: expected a number with a unit, e.g. 7d"))?;
-    let secs = match unit {
-        "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" | "" => n * 86400,
-        "w" => n * 7 * 86400,
-        _ => {
-            return Err(format!(
-                "{s:?}: unknown unit {unit:?} (use s, m, h, d or w)"
-            ));
-        }
-    };
-    Ok(std::time::Duration::from_secs(secs))
 }
 
 fn main() -> ExitCode {

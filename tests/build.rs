@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Row, rows, run, stderr, stdout, write_parquet};
+use common::{Row, raw_bytes, rows, run, stderr, stdout, write_parquet};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use tessera::build::{BuildOptions, BuildReport, build};
@@ -27,6 +27,7 @@ fields:
   nf:    { dtype: f32, column: n, transform: { one_hot: 5 } }
   pair:  { dtype: f32, columns: [x, day], fill_null: -1 }
   label: { dtype: f32, expr: "CAST(n > 2 AS FLOAT)" }
+  raw:   { dtype: u8, column: b, bytes: 4 }
 split: { key: id, weights: { train: 0.8, val: 0.2 } }
 shards: { target_bytes: 64KiB }
 "#;
@@ -190,6 +191,8 @@ fn every_transform_matches_an_independent_computation() {
             if r.n > 2 { 1.0 } else { 0.0 },
             "label row {i}"
         );
+        let raw = off("raw") as usize;
+        assert_eq!(&rec[raw..raw + 4], &raw_bytes(r.id), "raw row {i}");
     }
     // Frozen statistics are in the manifest.
     let stats = &ds.manifest().stats;

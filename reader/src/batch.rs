@@ -121,14 +121,9 @@ impl Batch {
         layout: Arc<RecordLayout>,
         index: u64,
     ) -> Self {
-        Batch {
-            buf: AlignedBuf::default(),
-            mapped: Some((ds, start)),
-            pool,
-            rows,
-            layout,
-            index,
-        }
+        let mut batch = Batch::new(AlignedBuf::default(), pool, rows, layout, index);
+        batch.mapped = Some((ds, start));
+        batch
     }
 
     pub(crate) fn new(

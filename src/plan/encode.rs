@@ -7,9 +7,11 @@
 use super::PlanError;
 use crate::spec::{FieldInput, Spec, Transform};
 use crate::transform::{self, Counts, FrozenStats, Moments, NULL_KEY};
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, UInt64Array};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, PrimitiveArray};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type, UInt64Type};
+use datafusion::arrow::datatypes::{
+    ArrowPrimitiveType, DataType, Float64Type, Int64Type, UInt64Type,
+};
 use datafusion::arrow::record_batch::RecordBatch;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -65,6 +67,26 @@ impl Strings<'_> {
     }
 }
 
+/// Reads byte strings from any Arrow binary type.
+enum Binaries<'a> {
+    Binary(&'a datafusion::arrow::array::BinaryArray),
+    Large(&'a datafusion::arrow::array::LargeBinaryArray),
+    View(&'a datafusion::arrow::array::BinaryViewArray),
+    Fixed(&'a datafusion::arrow::array::FixedSizeBinaryArray),
+}
+
+impl Binaries<'_> {
+    #[inline]
+    fn get(&self, r: usize) -> Option<&[u8]> {
+        match self {
+            Binaries::Binary(a) => a.is_valid(r).then(|| a.value(r)),
+            Binaries::Large(a) => a.is_valid(r).then(|| a.value(r)),
+            Binaries::View(a) => a.is_valid(r).then(|| a.value(r)),
+            Binaries::Fixed(a) => a.is_valid(r).then(|| a.value(r)),
+        }
+    }
+}
+
 fn as_strings<'a>(
     arr: &'a ArrayRef,
     holder: &'a mut Option<ArrayRef>,
@@ -90,43 +112,27 @@ fn as_strings<'a>(
     }
 }
 
+/// Casts a column to the primitive Arrow type `T` (`what` names it in errors).
+fn cast_to<T: ArrowPrimitiveType>(
+    arr: &ArrayRef,
+    ctx: &str,
+    field: &str,
+    what: &str,
+) -> Result<PrimitiveArray<T>, PlanError> {
+    let c = cast(arr, &T::DATA_TYPE).map_err(|e| {
+        enc_err(
+            ctx,
+            format!(
+                "field {field:?}: {} cannot be read as {what}: {e}",
+                arr.data_type()
+            ),
+        )
+    })?;
+    Ok(c.as_primitive::<T>().clone())
+}
+
 fn to_f64(arr: &ArrayRef, ctx: &str, field: &str) -> Result<Float64Array, PlanError> {
-    let c = cast(arr, &DataType::Float64).map_err(|e| {
-        enc_err(
-            ctx,
-            format!(
-                "field {field:?}: {} cannot be read as a number: {e}",
-                arr.data_type()
-            ),
-        )
-    })?;
-    Ok(c.as_primitive::<Float64Type>().clone())
-}
-
-fn to_i64(arr: &ArrayRef, ctx: &str, field: &str) -> Result<Int64Array, PlanError> {
-    let c = cast(arr, &DataType::Int64).map_err(|e| {
-        enc_err(
-            ctx,
-            format!(
-                "field {field:?}: {} cannot be read as an integer: {e}",
-                arr.data_type()
-            ),
-        )
-    })?;
-    Ok(c.as_primitive::<Int64Type>().clone())
-}
-
-fn to_u64(arr: &ArrayRef, ctx: &str, field: &str) -> Result<UInt64Array, PlanError> {
-    let c = cast(arr, &DataType::UInt64).map_err(|e| {
-        enc_err(
-            ctx,
-            format!(
-                "field {field:?}: {} cannot be read as an unsigned integer: {e}",
-                arr.data_type()
-            ),
-        )
-    })?;
-    Ok(c.as_primitive::<UInt64Type>().clone())
+    cast_to::<Float64Type>(arr, ctx, field, "a number")
 }
 
 /// Whether a field's values travel as f64 (any float dtype or numeric
@@ -225,6 +231,9 @@ fn stats_split_index(spec: &Spec) -> usize {
 #[derive(Clone, Debug)]
 pub struct StatsPartial {
     slots: Vec<(usize, Vec<Slot>)>,
+    /// Cumulative split weights and the statistics split, fixed by the spec.
+    cumulative: Vec<f64>,
+    stats_split: u8,
 }
 
 #[derive(Clone, Debug)]
@@ -252,19 +261,21 @@ impl StatsPartial {
                 (i, vec![slot; n])
             })
             .collect();
-        StatsPartial { slots }
+        StatsPartial {
+            slots,
+            cumulative: cumulative_weights(spec),
+            stats_split: stats_split_index(spec) as u8,
+        }
     }
 
     pub(crate) fn update(
         &mut self,
         spec: &Spec,
-        _fields: &[usize],
         batch: &RecordBatch,
         ctx: &str,
     ) -> Result<(), PlanError> {
-        let cumulative = cumulative_weights(spec);
-        let splits = row_splits(batch, spec, &cumulative, ctx)?;
-        let want = stats_split_index(spec) as u8;
+        let splits = row_splits(batch, spec, &self.cumulative, ctx)?;
+        let want = self.stats_split;
         let keep = |r: usize| splits.as_ref().is_none_or(|s| s[r] == want);
         for (i, slots) in &mut self.slots {
             let f = &spec.fields[*i];
@@ -691,34 +702,24 @@ impl<'a> Encoder<'a> {
         if let Some(len) = f.bytes {
             let col = &cols[0];
             let len = len as usize;
+            // Pick the accessor once per batch, not per row.
+            let bin = match col.data_type() {
+                DataType::Binary => Binaries::Binary(col.as_binary::<i32>()),
+                DataType::LargeBinary => Binaries::Large(col.as_binary::<i64>()),
+                DataType::BinaryView => Binaries::View(col.as_binary_view()),
+                DataType::FixedSizeBinary(_) => Binaries::Fixed(col.as_fixed_size_binary()),
+                other => {
+                    return Err(enc_err(
+                        ctx,
+                        format!(
+                            "field {:?}: bytes needs a binary column, got {other}",
+                            f.name
+                        ),
+                    ));
+                }
+            };
             for r in 0..n {
-                let v: Option<&[u8]> = match col.data_type() {
-                    DataType::Binary => col
-                        .as_binary::<i32>()
-                        .is_valid(r)
-                        .then(|| col.as_binary::<i32>().value(r)),
-                    DataType::LargeBinary => col
-                        .as_binary::<i64>()
-                        .is_valid(r)
-                        .then(|| col.as_binary::<i64>().value(r)),
-                    DataType::BinaryView => col
-                        .as_binary_view()
-                        .is_valid(r)
-                        .then(|| col.as_binary_view().value(r)),
-                    DataType::FixedSizeBinary(_) => col
-                        .as_fixed_size_binary()
-                        .is_valid(r)
-                        .then(|| col.as_fixed_size_binary().value(r)),
-                    other => {
-                        return Err(enc_err(
-                            ctx,
-                            format!(
-                                "field {:?}: bytes needs a binary column, got {other}",
-                                f.name
-                            ),
-                        ));
-                    }
-                };
+                let v = bin.get(r);
                 let v = v.ok_or_else(|| null_err(r))?;
                 if v.len() != len {
                     return Err(enc_err(
@@ -895,7 +896,7 @@ impl<'a> Encoder<'a> {
                 continue;
             }
             if dtype == DType::U64 {
-                let a = to_u64(col, ctx, &f.name)?;
+                let a = cast_to::<UInt64Type>(col, ctx, &f.name, "an unsigned integer")?;
                 for r in 0..n {
                     let v: i128 = if a.is_valid(r) {
                         i128::from(a.value(r))
@@ -908,7 +909,7 @@ impl<'a> Encoder<'a> {
                     )?;
                 }
             } else {
-                let a = to_i64(col, ctx, &f.name)?;
+                let a = cast_to::<Int64Type>(col, ctx, &f.name, "an integer")?;
                 for r in 0..n {
                     let v: i64 = if a.is_valid(r) {
                         a.value(r)

@@ -442,7 +442,7 @@ impl Planner {
         let mut partial = StatsPartial::new(&self.spec, &fields);
         let ctx = chunk.describe();
         let metrics = self.run(chunk, &fields, true, |batch| {
-            partial.update(&self.spec, &fields, batch, &ctx)
+            partial.update(&self.spec, batch, &ctx)
         })?;
         Ok((partial, metrics))
     }

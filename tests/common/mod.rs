@@ -3,7 +3,9 @@
 
 #![allow(dead_code)]
 
-use datafusion::arrow::array::{ArrayRef, Float64Array, Int32Array, Int64Array, StringArray};
+use datafusion::arrow::array::{
+    ArrayRef, BinaryArray, Float64Array, Int32Array, Int64Array, StringArray,
+};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::parquet::arrow::ArrowWriter;
@@ -46,6 +48,12 @@ pub fn rows(count: usize, seed: u64) -> Vec<Row> {
         .collect()
 }
 
+/// The 4-byte binary value stored for a row (its id, little-endian, cut).
+pub fn raw_bytes(id: i64) -> [u8; 4] {
+    let b = id.to_le_bytes();
+    [b[0], b[1], b[2], b[3]]
+}
+
 fn batch(rows: &[Row]) -> RecordBatch {
     let schema = Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int64, false),
@@ -53,6 +61,7 @@ fn batch(rows: &[Row]) -> RecordBatch {
         Field::new("x", DataType::Float64, true),
         Field::new("k", DataType::Utf8, true),
         Field::new("n", DataType::Int32, false),
+        Field::new("b", DataType::Binary, false),
     ]));
     let cols: Vec<ArrayRef> = vec![
         Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.id))),
@@ -60,6 +69,9 @@ fn batch(rows: &[Row]) -> RecordBatch {
         Arc::new(Float64Array::from_iter(rows.iter().map(|r| r.x))),
         Arc::new(StringArray::from_iter(rows.iter().map(|r| r.k.clone()))),
         Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.n))),
+        Arc::new(BinaryArray::from_iter_values(
+            rows.iter().map(|r| raw_bytes(r.id)),
+        )),
     ];
     RecordBatch::try_new(schema, cols).expect("test batch")
 }
