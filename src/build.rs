@@ -4,7 +4,7 @@
 
 use crate::cache::Cache;
 use crate::fingerprint::{self, SourceFiles};
-use crate::plan::{Chunk, Planner, ScanMetrics, StatsPartial};
+use crate::plan::{Chunk, Decision, PlanOptions, Planner, ScanMetrics, StatsPartial};
 use crate::progress::{Progress, ProgressMode};
 use crate::spec::Spec;
 use crate::transform::{FrozenStats, SEMANTICS_VERSION};
@@ -30,6 +30,9 @@ pub struct BuildOptions {
     pub cache_dir: Option<PathBuf>,
     /// Worker threads (default: available cores).
     pub threads: Option<usize>,
+    /// Bytes the query engine may hold before spilling (default: half the
+    /// machine's memory).
+    pub memory_limit: Option<u64>,
     /// Progress display.
     pub progress: ProgressMode,
 }
@@ -43,15 +46,25 @@ pub struct BuildReport {
     pub path: PathBuf,
     /// True when the artifact already existed.
     pub cache_hit: bool,
-    /// Rows per split.
-    pub rows: BTreeMap<String, u64>,
+    /// Rows per split, in spec order.
+    pub rows: IndexedRows,
     /// Record stride in bytes.
     pub stride: u64,
     /// Bytes of shard files.
     pub bytes: u64,
-    /// Chunks the input was cut into.
+    /// `"chunked"` or `"global"`.
+    pub plan: String,
+    /// For a chunked plan, the chunked source.
+    pub plan_source: Option<String>,
+    /// For a global plan, the operator that made it global.
+    pub plan_operator: Option<String>,
+    /// For a global plan, why that operator prevents chunking.
+    pub plan_reason: Option<String>,
+    /// For a global plan run in one partition, why.
+    pub plan_serial: Option<String>,
+    /// Build tasks (chunks, or row ranges of a global query's output).
     pub chunks: usize,
-    /// Scan counters summed over the encode pass.
+    /// Scan counters.
     pub scan: ScanMetrics,
     /// Rows that passed the filter.
     pub rows_kept: u64,
@@ -59,10 +72,33 @@ pub struct BuildReport {
     pub seconds: BTreeMap<String, f64>,
 }
 
+/// Rows per split in spec order; serialized as a JSON object whose keys keep
+/// that order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IndexedRows(pub Vec<(String, u64)>);
+
+impl Serialize for IndexedRows {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+impl IndexedRows {
+    /// The rows of split `name`.
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, r)| *r)
+    }
+}
+
 /// A build failure, with the spec, input, or file it concerns.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    /// The spec is invalid.
+    /// The spec is invalid, or a value in the data does not fit it.
     #[error(transparent)]
     Spec(#[from] crate::spec::SpecError),
     /// Hashing the inputs failed.
@@ -89,7 +125,8 @@ pub fn layout_of(spec: &Spec) -> Result<RecordLayout, BuildError> {
         .iter()
         .map(|f| FieldSpec::new(f.name.clone(), f.dtype, &f.shape()))
         .collect();
-    Ok(RecordLayout::packed(&fields)?)
+    RecordLayout::packed(&fields)
+        .map_err(|e| BuildError::Spec(spec.error_at("fields", format!("the record layout: {e}"))))
 }
 
 fn split_names(spec: &Spec) -> Vec<String> {
@@ -97,6 +134,30 @@ fn split_names(spec: &Spec) -> Vec<String> {
         Some(s) => s.weights.iter().map(|(n, _)| n.clone()).collect(),
         None => vec!["all".into()],
     }
+}
+
+/// The default memory limit: half of the machine's memory (4 GiB when it
+/// cannot be read).
+pub fn default_memory_limit() -> u64 {
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024);
+    total.map_or(4 << 30, |t| t / 2)
+}
+
+/// What the build of an artifact found, beside its manifest.
+struct Built {
+    decision: Decision,
+    serial: Option<String>,
+    chunks: usize,
+    scan: ScanMetrics,
+    rows_kept: u64,
 }
 
 /// Builds `spec_path` (or returns the cached artifact).
@@ -125,200 +186,273 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
     let hash = fingerprint::artifact_hash(&canonical, &files, FORMAT_VERSION, SEMANTICS_VERSION);
     seconds.insert("fingerprint".to_string(), t.elapsed().as_secs_f64());
 
-    if let Some(artifact) = cache.lookup(&hash)? {
-        return Ok(hit_report(hash, artifact, t0, seconds));
-    }
-    let lock = cache.lock(&hash)?;
-    // Someone else may have built it while we waited for the lock.
-    if let Some(artifact) = cache.lookup(&hash)? {
-        return Ok(hit_report(hash, artifact, t0, seconds));
-    }
-    progress.line(&format!("building {} -> {}", spec.name, &hash[..16]));
-
     let threads = opts
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(|i| format!("tessera-build-{i}"))
-        .build()
-        .map_err(|e| BuildError::Other(format!("starting {threads} build threads: {e}")))?;
-
     let spec = Arc::new(spec);
-    match build_artifact(
-        &spec, &lock, &pool, &progress, &hash, &files, canonical, t0, seconds,
-    ) {
-        Err(BuildError::Plan(e)) => Err(locate(&spec, e)),
-        other => other,
-    }
+    let mut built: Option<Built> = None;
+    let mut stage_seconds = BTreeMap::new();
+    let obtained = cache.get_or_build(
+        &hash,
+        || progress.line(&format!("waiting for another build of {}", &hash[..16])),
+        |staging| {
+            progress.line(&format!("building {} -> {}", spec.name, &hash[..16]));
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .thread_name(|i| format!("tessera-build-{i}"))
+                .build()
+                .map_err(|e| BuildError::Other(format!("starting {threads} build threads: {e}")))?;
+            let job = Job {
+                spec: &spec,
+                pool: &pool,
+                progress: &progress,
+                hash: &hash,
+                files: &files,
+                threads,
+                memory_limit: opts.memory_limit.unwrap_or_else(default_memory_limit),
+            };
+            let (manifest, b) = job
+                .run(staging.path(), canonical.clone(), &mut stage_seconds)
+                .map_err(|e| match e {
+                    BuildError::Plan(e) => locate(&spec, e),
+                    other => other,
+                })?;
+            built = Some(b);
+            Ok::<_, BuildError>(manifest)
+        },
+    )?;
+    seconds.extend(stage_seconds);
+    let artifact = obtained.artifact;
+    let Some(b) = built else {
+        return Ok(hit_report(hash, artifact, t0, seconds));
+    };
+    let m = &artifact.manifest;
+    seconds.insert("total".to_string(), t0.elapsed().as_secs_f64());
+    let (plan_source, plan_operator, plan_reason) = match &b.decision {
+        Decision::Chunked { source } => (Some(source.clone()), None, None),
+        Decision::Global { operator, reason } => {
+            (None, Some(operator.clone()), Some(reason.clone()))
+        }
+    };
+    Ok(BuildReport {
+        rows: IndexedRows(m.splits.iter().map(|s| (s.name.clone(), s.rows)).collect()),
+        stride: m.layout.stride,
+        bytes: m.shards.iter().map(|s| s.bytes).sum(),
+        plan: b.decision.kind().to_string(),
+        plan_source,
+        plan_operator,
+        plan_reason,
+        plan_serial: b.serial,
+        chunks: b.chunks,
+        scan: b.scan,
+        rows_kept: b.rows_kept,
+        hash,
+        path: artifact.path,
+        cache_hit: false,
+        seconds,
+    })
 }
 
-/// The part of a build after the cache lookup, under the build lock.
-#[allow(clippy::too_many_arguments)]
-fn build_artifact(
-    spec: &Arc<Spec>,
-    lock: &crate::cache::BuildLock,
-    pool: &rayon::ThreadPool,
-    progress: &Progress,
-    hash: &str,
-    files: &[fingerprint::InputFile],
-    canonical: serde_json::Value,
-    t0: Instant,
-    mut seconds: BTreeMap<String, f64>,
-) -> Result<BuildReport, BuildError> {
-    let hash = hash.to_string();
-    let t = Instant::now();
-    let planner = Planner::new(Arc::clone(spec), BATCH_ROWS)?;
-    let chunks = planner.chunks();
-    let layout = layout_of(spec)?;
-    seconds.insert("plan".to_string(), t.elapsed().as_secs_f64());
+/// Everything one build of an artifact needs.
+struct Job<'a> {
+    spec: &'a Arc<Spec>,
+    pool: &'a rayon::ThreadPool,
+    progress: &'a Progress,
+    hash: &'a str,
+    files: &'a [fingerprint::InputFile],
+    threads: usize,
+    memory_limit: u64,
+}
 
-    // Statistics pass: partials per chunk, merged in chunk order.
-    let t = Instant::now();
-    let frozen: Vec<Option<Vec<FrozenStats>>> = if planner.stats_fields().is_empty() {
-        vec![None; spec.fields.len()]
-    } else {
-        let stage = progress.stage("stats", chunks.len() as u64);
-        let partials: Vec<(StatsPartial, ScanMetrics)> = pool.install(|| {
+impl Job<'_> {
+    /// Plans, runs the statistics and encode tasks into `staging`, and
+    /// returns the manifest to publish.
+    fn run(
+        &self,
+        staging: &Path,
+        canonical: serde_json::Value,
+        seconds: &mut BTreeMap<String, f64>,
+    ) -> Result<(Manifest, Built), BuildError> {
+        let spec = self.spec;
+        let work = staging.join("work");
+        std::fs::create_dir_all(&work)
+            .map_err(|e| BuildError::Other(format!("{}: {e}", work.display())))?;
+        let t = Instant::now();
+        let layout = layout_of(spec)?;
+        let mut planner = Planner::new(
+            Arc::clone(spec),
+            PlanOptions {
+                threads: self.threads,
+                batch_rows: BATCH_ROWS,
+                memory_limit: self.memory_limit,
+                work_dir: Some(work.clone()),
+            },
+        )?;
+        let decision = planner.decision().clone();
+        self.progress
+            .line(&format!("plan: {}", decision.describe()));
+        if let Some(why) = planner.serial_reason() {
+            self.progress.line(&format!(
+                "plan: one partition, because of {why} (its result could depend on row order)"
+            ));
+        }
+        seconds.insert("plan".to_string(), t.elapsed().as_secs_f64());
+
+        let mut scan = ScanMetrics::default();
+        if let Decision::Global { .. } = decision {
+            let t = Instant::now();
+            let stage = self.progress.stage("query", 1);
+            let per_chunk = (spec
+                .shards
+                .target_bytes
+                .saturating_sub(tessera_reader::HEADER_LEN as u64)
+                / layout.stride.max(1))
+            .max(1);
+            scan = planner.materialize(&work, per_chunk, &|rows| stage.advance(rows, 0))?;
+            stage.chunk_done();
+            stage.finish();
+            seconds.insert("query".to_string(), t.elapsed().as_secs_f64());
+        }
+        let chunks = planner.chunks().to_vec();
+
+        // Statistics pass: partials per chunk, merged in chunk order.
+        let t = Instant::now();
+        let frozen: Vec<Option<Vec<FrozenStats>>> = if planner.needs_stats() {
+            let stage = self.progress.stage("stats", chunks.len() as u64);
+            let partials: Vec<(StatsPartial, ScanMetrics)> = self.pool.install(|| {
+                chunks
+                    .par_iter()
+                    .map(|c| {
+                        let r = planner.stats_task(c);
+                        if let Ok((_, m)) = &r {
+                            stage.advance(m.rows_scanned, 0);
+                        }
+                        stage.chunk_done();
+                        r
+                    })
+                    .collect::<Result<_, _>>()
+            })?;
+            stage.finish();
+            let mut merged = StatsPartial::new(spec);
+            for (p, _) in partials {
+                merged.merge(p);
+            }
+            merged.freeze(spec)?
+        } else {
+            vec![None; spec.fields.len()]
+        };
+        seconds.insert("stats".to_string(), t.elapsed().as_secs_f64());
+
+        // Encode pass: each chunk writes its own shards.
+        let t = Instant::now();
+        let shuffle = spec.order.shuffle_seed;
+        let encode_dir = if shuffle.is_some() {
+            let d = work.join("unshuffled");
+            std::fs::create_dir_all(&d)
+                .map_err(|e| BuildError::Other(format!("{}: {e}", d.display())))?;
+            d
+        } else {
+            staging.to_path_buf()
+        };
+        let stage = self.progress.stage("encode", chunks.len() as u64);
+        let outputs = self.pool.install(|| {
             chunks
                 .par_iter()
-                .map(|c| {
-                    let r = planner.stats_task(c);
-                    if let Ok((_, m)) = &r {
-                        stage.advance(m.rows_scanned, 0);
-                    }
+                .map(|c: &Chunk| {
+                    let r = planner.encode_task(
+                        c,
+                        &layout,
+                        &frozen,
+                        &encode_dir,
+                        spec.shards.target_bytes,
+                        &|rows, bytes| stage.advance(rows, bytes),
+                    );
                     stage.chunk_done();
                     r
                 })
-                .collect::<Result<_, _>>()
+                .collect::<Result<Vec<_>, _>>()
         })?;
         stage.finish();
-        let mut it = partials.into_iter();
-        let mut merged = match it.next() {
-            Some((p, _)) => p,
-            None => StatsPartial::new(spec, &planner.stats_fields()),
-        };
-        for (p, _) in it {
-            merged.merge(p);
-        }
-        merged.freeze(spec)
-    };
-    seconds.insert("stats".to_string(), t.elapsed().as_secs_f64());
+        seconds.insert("encode".to_string(), t.elapsed().as_secs_f64());
 
-    // Encode pass: each chunk writes its own shards.
-    let t = Instant::now();
-    let staging = lock.stage()?;
-    let shuffle = spec.order.shuffle_seed;
-    let encode_dir = if shuffle.is_some() {
-        let d = staging.path().join("unshuffled");
-        std::fs::create_dir_all(&d)
-            .map_err(|e| BuildError::Other(format!("{}: {e}", d.display())))?;
-        d
-    } else {
-        staging.path().to_path_buf()
-    };
-    let stage = progress.stage("encode", chunks.len() as u64);
-    let outputs = pool.install(|| {
-        chunks
-            .par_iter()
-            .map(|c: &Chunk| {
-                let r = planner.encode_task(
-                    c,
-                    &layout,
-                    &frozen,
-                    &encode_dir,
-                    spec.shards.target_bytes,
-                    &|rows, bytes| stage.advance(rows, bytes),
-                );
-                stage.chunk_done();
-                r
-            })
-            .collect::<Result<Vec<_>, _>>()
-    })?;
-    stage.finish();
-    seconds.insert("encode".to_string(), t.elapsed().as_secs_f64());
-
-    // Commit: shards split-major, chunk order within a split.
-    let names = split_names(spec);
-    let mut scan = ScanMetrics::default();
-    let mut rows_kept = 0;
-    let mut shards: Vec<ShardInfo> = Vec::new();
-    let mut splits = Vec::new();
-    let mut start = 0u64;
-    for (s, name) in names.iter().enumerate() {
-        let mut rows = 0;
-        for (out, _) in &outputs {
-            for (si, info) in &out.shards {
-                if *si == s {
-                    shards.push(info.clone());
+        // Commit: shards split-major, chunk order within a split.
+        let names = split_names(spec);
+        let mut rows_kept = 0;
+        let mut shards: Vec<ShardInfo> = Vec::new();
+        let mut splits = Vec::new();
+        let mut start = 0u64;
+        for (s, name) in names.iter().enumerate() {
+            let mut rows = 0;
+            for (out, _) in &outputs {
+                for (si, info) in &out.shards {
+                    if *si == s {
+                        shards.push(info.clone());
+                    }
                 }
+                rows += out.rows_per_split[s];
             }
-            rows += out.rows_per_split[s];
+            splits.push(SplitInfo {
+                name: name.clone(),
+                start,
+                rows,
+            });
+            start += rows;
         }
-        splits.push(SplitInfo {
-            name: name.clone(),
-            start,
-            rows,
+        for (out, m) in &outputs {
+            scan.add(m);
+            rows_kept += out.rows_kept;
+        }
+
+        let t = Instant::now();
+        if let Some(seed) = shuffle {
+            let (s2, sp2) = shuffle_splits(
+                &encode_dir,
+                staging,
+                &layout,
+                shards,
+                splits,
+                seed,
+                spec.shards.target_bytes,
+            )?;
+            shards = s2;
+            splits = sp2;
+        }
+        seconds.insert("shuffle".to_string(), t.elapsed().as_secs_f64());
+        std::fs::remove_dir_all(&work)
+            .map_err(|e| BuildError::Other(format!("{}: {e}", work.display())))?;
+
+        // The inputs must still be what was hashed: a file that changed while
+        // the build read it would publish data under a hash it does not have.
+        fingerprint::recheck(self.files)?;
+
+        let mut manifest = Manifest::new(layout.clone(), shards, splits)?;
+        manifest.artifact_hash = self.hash.to_string();
+        manifest.name = spec.name.clone();
+        manifest.created_by = format!("tessera {}", env!("CARGO_PKG_VERSION"));
+        manifest.spec = canonical;
+        manifest.inputs = fingerprint::manifest_inputs(self.files);
+        manifest.stats = stats_json(spec, &frozen);
+        manifest.build = serde_json::json!({
+            "semantics_version": SEMANTICS_VERSION,
+            "plan": decision.kind(),
+            "plan_detail": decision,
+            "plan_serial": planner.serial_reason(),
+            "chunks": chunks.len(),
+            "rows_kept": rows_kept,
+            "scan": scan,
         });
-        start += rows;
+        Ok((
+            manifest,
+            Built {
+                serial: planner.serial_reason().map(str::to_string),
+                decision,
+                chunks: chunks.len(),
+                scan,
+                rows_kept,
+            },
+        ))
     }
-    for (out, m) in &outputs {
-        scan.add(m);
-        rows_kept += out.rows_kept;
-    }
-
-    let t = Instant::now();
-    if let Some(seed) = shuffle {
-        let (s2, sp2) = shuffle_splits(
-            &encode_dir,
-            staging.path(),
-            &layout,
-            shards,
-            splits,
-            seed,
-            spec.shards.target_bytes,
-        )?;
-        shards = s2;
-        splits = sp2;
-        std::fs::remove_dir_all(&encode_dir)
-            .map_err(|e| BuildError::Other(format!("{}: {e}", encode_dir.display())))?;
-    }
-    seconds.insert("shuffle".to_string(), t.elapsed().as_secs_f64());
-
-    let bytes = shards.iter().map(|s| s.bytes).sum();
-    let mut manifest = Manifest::new(layout.clone(), shards, splits)?;
-    manifest.artifact_hash = hash.clone();
-    manifest.name = spec.name.clone();
-    manifest.created_by = format!("tessera {}", env!("CARGO_PKG_VERSION"));
-    manifest.spec = canonical;
-    manifest.inputs = fingerprint::manifest_inputs(files);
-    manifest.stats = stats_json(spec, &frozen);
-    manifest.build = serde_json::json!({
-        "semantics_version": SEMANTICS_VERSION,
-        "chunks": chunks.len(),
-        "rows_kept": rows_kept,
-        "scan": scan,
-    });
-    let rows: BTreeMap<String, u64> = manifest
-        .splits
-        .iter()
-        .map(|s| (s.name.clone(), s.rows))
-        .collect();
-    let path = staging.publish(&manifest)?.path;
-    seconds.insert("total".to_string(), t0.elapsed().as_secs_f64());
-    Ok(BuildReport {
-        hash,
-        path,
-        cache_hit: false,
-        rows,
-        stride: layout.stride,
-        bytes,
-        chunks: chunks.len(),
-        scan,
-        rows_kept,
-        seconds,
-    })
 }
 
 fn hit_report(
@@ -336,10 +470,17 @@ fn hit_report(
         .and_then(|v| serde_json::from_value(v.clone()).ok())
         .unwrap_or_default();
     let count = |key: &str| m.build.get(key).and_then(|v| v.as_u64()).unwrap_or(0);
+    let text = |v: Option<&serde_json::Value>| v.and_then(|v| v.as_str()).map(str::to_string);
+    let detail = m.build.get("plan_detail");
     BuildReport {
-        rows: m.splits.iter().map(|s| (s.name.clone(), s.rows)).collect(),
+        rows: IndexedRows(m.splits.iter().map(|s| (s.name.clone(), s.rows)).collect()),
         stride: m.layout.stride,
         bytes: m.shards.iter().map(|s| s.bytes).sum(),
+        plan: text(m.build.get("plan")).unwrap_or_else(|| "chunked".into()),
+        plan_source: text(detail.and_then(|d| d.get("source"))),
+        plan_operator: text(detail.and_then(|d| d.get("operator"))),
+        plan_reason: text(detail.and_then(|d| d.get("reason"))),
+        plan_serial: text(m.build.get("plan_serial")),
         chunks: count("chunks") as usize,
         rows_kept: count("rows_kept"),
         scan,
@@ -348,6 +489,57 @@ fn hit_report(
         cache_hit: true,
         seconds,
     }
+}
+
+/// Plans `spec_path` without building it: what `tessera explain` shows.
+pub fn explain(spec_path: &Path) -> Result<crate::plan::Explanation, BuildError> {
+    let spec = Arc::new(Spec::load(spec_path)?);
+    let planner = Planner::new(
+        Arc::clone(&spec),
+        PlanOptions {
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            batch_rows: BATCH_ROWS,
+            memory_limit: default_memory_limit(),
+            work_dir: None,
+        },
+    )
+    .map_err(|e| locate(&spec, e))?;
+    Ok(planner.explain())
+}
+
+/// `tessera explain`'s text.
+pub fn format_explanation(e: &crate::plan::Explanation) -> String {
+    let mut out = String::new();
+    out.push_str(&format!("plan: {}\n", e.decision.describe()));
+    if let Some(why) = &e.serial_reason {
+        out.push_str(&format!(
+            "  runs in one partition because of {why} (its result could depend on row order)\n"
+        ));
+    }
+    match &e.decision {
+        Decision::Chunked { .. } => {
+            out.push_str(&format!("chunks: {}\n", e.chunks.len()));
+            for c in &e.chunks {
+                out.push_str(&format!("  {c}\n"));
+            }
+        }
+        Decision::Global { .. } => out.push_str(
+            "chunks: the query runs once over all inputs; its sorted output is cut into row \
+             ranges for encoding\n",
+        ),
+    }
+    for p in &e.pruning {
+        out.push_str(&format!("pruning: {p}\n"));
+    }
+    out.push_str("\nlogical plan (optimized):\n");
+    out.push_str(&indent(&e.logical_plan));
+    out.push_str("\nphysical plan:\n");
+    out.push_str(&indent(&e.physical_plan));
+    out
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("  {l}\n")).collect()
 }
 
 /// The manifest's `stats` object: per field with statistics, one entry per
@@ -434,6 +626,9 @@ fn source_root(spec_path: &Path, pattern: &str, files: &[PathBuf]) -> PathBuf {
 /// DataFusion reports one ("No field named x"), so the message carries the
 /// spec file, the key path and the line; otherwise prefixes the spec file.
 fn locate(spec: &Spec, e: crate::plan::PlanError) -> BuildError {
+    if let crate::plan::PlanError::Encode { key: Some(key), .. } = &e {
+        return BuildError::Spec(spec.error_at(key, e.to_string()));
+    }
     let msg = e.to_string();
     let missing = msg.split("No field named ").nth(1).and_then(|rest| {
         let token: String = rest

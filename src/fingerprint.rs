@@ -62,6 +62,15 @@ pub enum FingerprintError {
         /// The input file.
         path: PathBuf,
     },
+    /// An input changed after it was hashed, while the build read it.
+    #[error(
+        "input {path} changed during the build, so the data read may not be the data hashed; \
+         nothing was published; rerun the build once nothing writes to it"
+    )]
+    ChangedDuringBuild {
+        /// The input file.
+        path: PathBuf,
+    },
     /// The stat cache could not be written.
     #[error("stat cache {path}: {source}")]
     StatCacheWrite {
@@ -489,6 +498,37 @@ fn fingerprint_one(
         _ => None,
     };
     Ok((make(blake3, false), fresh))
+}
+
+/// Checks that every input is still the version that was fingerprinted: the
+/// same size and modification time, and for a file modified so recently that
+/// its timestamp cannot tell two writes apart, the same content. A file that
+/// changed during the build is an error naming it.
+pub fn recheck(files: &[InputFile]) -> Result<(), FingerprintError> {
+    let racy_after = system_time_ns(SystemTime::now()) - DEFAULT_RACY_WINDOW.as_nanos() as i128;
+    files.par_iter().try_for_each(|f| {
+        let io_err = |source| FingerprintError::Io {
+            path: f.path.clone(),
+            source,
+        };
+        let m = fs::metadata(&f.path).map_err(io_err)?;
+        let now = FileStat::of(&m);
+        let changed = if now.size != f.size || now.mtime_ns != f.mtime_ns {
+            true
+        } else if now.mtime_ns > racy_after {
+            let mut hasher = blake3::Hasher::new();
+            hasher.update_mmap_rayon(&f.path).map_err(io_err)?;
+            hasher.finalize().to_hex().as_str() != f.blake3
+        } else {
+            false
+        };
+        if changed {
+            return Err(FingerprintError::ChangedDuringBuild {
+                path: f.path.clone(),
+            });
+        }
+        Ok(())
+    })
 }
 
 /// The hex blake3 that names an artifact.

@@ -39,6 +39,19 @@ enum Command {
         /// No progress output.
         #[arg(long, short)]
         quiet: bool,
+        /// Memory the query engine may hold before spilling to disk, e.g. 2GiB
+        /// (default: half of the machine's memory).
+        #[arg(long, value_parser = parse_size_arg)]
+        memory_limit: Option<u64>,
+    },
+    /// Show how a spec would be built, without building: DataFusion's plan,
+    /// whether the query is cut into chunks (and why not), and the chunks.
+    Explain {
+        /// The spec file.
+        spec: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Describe a shard set: layout, splits, shards, statistics.
     Inspect {
@@ -147,6 +160,10 @@ fn main() -> ExitCode {
     }
 }
 
+fn parse_size_arg(s: &str) -> Result<u64, String> {
+    tessera::spec::parse_size(s)
+}
+
 fn open(path: &PathBuf, split: Option<&str>) -> Result<Dataset> {
     let ds = Dataset::open(path)?;
     Ok(match split {
@@ -163,10 +180,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             threads,
             json,
             quiet,
+            memory_limit,
         } => {
             let opts = BuildOptions {
                 cache_dir,
                 threads,
+                memory_limit,
                 progress: if quiet {
                     ProgressMode::Quiet
                 } else {
@@ -179,6 +198,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 let rows: Vec<String> = report
                     .rows
+                    .0
                     .iter()
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect();
@@ -208,8 +228,32 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         .collect();
                     println!("stages: {}", stages.join(", "));
                 }
+                match (&report.plan_source, &report.plan_operator) {
+                    (Some(source), _) => println!(
+                        "plan: chunked over source {source:?} ({} chunks)",
+                        report.chunks
+                    ),
+                    (None, Some(op)) => println!(
+                        "plan: global ({op}): {}{}",
+                        report.plan_reason.as_deref().unwrap_or_default(),
+                        report
+                            .plan_serial
+                            .as_deref()
+                            .map(|w| format!("; ran in one partition because of {w}"))
+                            .unwrap_or_default()
+                    ),
+                    _ => println!("plan: {}", report.plan),
+                }
                 println!("hash: {}", report.hash);
                 println!("path: {}", report.path.display());
+            }
+        }
+        Command::Explain { spec, json } => {
+            let e = tessera::build::explain(&spec)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&e)?);
+            } else {
+                print!("{}", tessera::build::format_explanation(&e));
             }
         }
         Command::Inspect { path, json } => {

@@ -55,6 +55,7 @@ fn opts(cache: &Path, threads: usize) -> BuildOptions {
     BuildOptions {
         cache_dir: Some(cache.to_path_buf()),
         threads: Some(threads),
+        memory_limit: None,
         progress: ProgressMode::Quiet,
     }
 }
@@ -111,8 +112,8 @@ fn every_transform_matches_an_independent_computation() {
     let kept: Vec<&Row> = p.rows.iter().filter(|r| r.day >= 10).collect();
     let train: Vec<&Row> = kept.iter().copied().filter(|r| is_train(r.id)).collect();
     let val: Vec<&Row> = kept.iter().copied().filter(|r| !is_train(r.id)).collect();
-    assert_eq!(report.rows.get("train"), Some(&(train.len() as u64)));
-    assert_eq!(report.rows.get("val"), Some(&(val.len() as u64)));
+    assert_eq!(report.rows.get("train"), Some(train.len() as u64));
+    assert_eq!(report.rows.get("val"), Some(val.len() as u64));
     assert_eq!(report.rows_kept, kept.len() as u64);
 
     // Statistics over the training split only.

@@ -1,30 +1,55 @@
 //! Everything that touches DataFusion and Arrow lives under this module, so a
 //! DataFusion upgrade changes one place.
 //!
-//! A build task runs its own single-partition DataFusion session over one
-//! chunk of the chunked source (the other sources are read whole), so each
-//! task's row order is fixed by the data, not by thread scheduling.
+//! - [`sources`]: each spec source as a table over exactly the hashed files.
+//! - [`chunking`]: whether the query distributes over one source's rows, and
+//!   the chunks (file ranges) it is cut into.
+//! - [`sql`]: the SQL of each pass.
+//! - [`exec`]: sessions, tessera's DataFusion rules, metrics.
+//! - [`chain`], [`values`], [`split`]: a field's transform chain, checked
+//!   value conversion, split assignment.
+//! - [`stats`], [`encode`]: the statistics pass and the encoder.
+//!
+//! A *chunked* query runs as independent tasks, one per chunk, each a
+//! single-partition DataFusion session over its chunk (other sources read
+//! whole), so a task's row order is the data's. A *global* query runs once
+//! over all inputs with the build's threads; its output, sorted on every
+//! column, is materialized to a temporary Arrow file and then cut into row
+//! ranges that the same statistics and encode tasks read.
 
+mod chain;
+pub mod chunking;
+mod csv;
 mod encode;
+mod exec;
+mod pruning;
+pub mod sources;
+mod split;
+mod sql;
+mod stats;
+mod values;
 
-pub use encode::{EncodeOutput, StatsPartial};
+pub use chunking::{Chunk, Decision};
+pub use encode::EncodeOutput;
+pub use stats::StatsPartial;
 
-use crate::spec::{FieldInput, Source, SourceFormat, Spec, Transform};
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use crate::spec::{Source, SourceFormat, Spec, Transform};
+use datafusion::arrow::ipc::reader::FileReader;
+use datafusion::arrow::ipc::writer::FileWriter;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::datasource::file_format::options::{
     ArrowReadOptions, CsvReadOptions, JsonReadOptions, ParquetReadOptions, ReadOptions,
 };
-use datafusion::datasource::listing::{
-    ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
-};
-use datafusion::execution::context::{SessionConfig, SessionContext};
-use datafusion::physical_plan::metrics::MetricValue;
-use datafusion::physical_plan::{ExecutionPlan, execute_stream};
+use datafusion::datasource::listing::ListingOptions;
+use datafusion::execution::context::SessionConfig;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::{ExecutionPlan, displayable, execute_stream};
+use exec::SessionOptions;
 use futures::StreamExt;
+use sources::{FilePart, SourceTable};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// An error from planning or running a query, with the context it concerns.
 #[derive(Debug, thiserror::Error)]
@@ -37,12 +62,14 @@ pub enum PlanError {
         /// DataFusion's message.
         message: String,
     },
-    /// A value could not be encoded into its field.
+    /// A value could not be read, converted or stored.
     #[error("{context}: {message}")]
     Encode {
-        /// Chunk and field.
+        /// The spec key the value belongs to (`fields.x`, `split.key`).
+        key: Option<String>,
+        /// Where: the row and the task's input.
         context: String,
-        /// What is wrong, naming the row.
+        /// What is wrong, quoting the value.
         message: String,
     },
     /// Writing a shard failed.
@@ -50,41 +77,13 @@ pub enum PlanError {
     Write(#[from] tessera_reader::Error),
 }
 
-fn query_err(
+pub(crate) fn query_err(
     context: impl Into<String>,
 ) -> impl FnOnce(datafusion::error::DataFusionError) -> PlanError {
     let context = context.into();
     move |e| PlanError::Query {
         context,
         message: e.to_string(),
-    }
-}
-
-/// One unit of work: a slice of the chunked source's files. Plain data, so the
-/// same task can later be shipped to another machine.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Chunk {
-    /// Position in the build's chunk list; fixes the output order.
-    pub index: usize,
-    /// Name of the source that is cut into chunks.
-    pub source: String,
-    /// The files of that source read by this chunk, in input order.
-    pub files: Vec<PathBuf>,
-}
-
-impl Chunk {
-    /// A short description for messages: the chunk's first file.
-    pub fn describe(&self) -> String {
-        match self.files.as_slice() {
-            [one] => format!("chunk {} ({})", self.index, one.display()),
-            [first, ..] => format!(
-                "chunk {} ({} and {} more)",
-                self.index,
-                first.display(),
-                self.files.len() - 1
-            ),
-            [] => format!("chunk {}", self.index),
-        }
     }
 }
 
@@ -119,111 +118,25 @@ impl ScanMetrics {
     }
 }
 
-/// The schemas of all sources, inferred once by the driver and handed to every
-/// task so that chunks cannot disagree about column types.
-#[derive(Clone, Debug)]
-pub struct Schemas(BTreeMap<String, SchemaRef>);
-
-/// What the chunk tasks need besides their chunk.
-pub struct Planner {
-    spec: Arc<Spec>,
-    schemas: Schemas,
-    chunked: Option<String>,
-    batch_rows: usize,
-}
-
-fn session(batch_rows: usize) -> SessionContext {
-    let mut config = SessionConfig::new()
-        .with_target_partitions(1)
-        .with_batch_size(batch_rows)
-        .with_information_schema(false);
-    let opts = config.options_mut();
-    opts.execution.parquet.pushdown_filters = true;
-    opts.execution.parquet.reorder_filters = true;
-    SessionContext::new_with_config(config)
-}
-
-fn runtime() -> Result<tokio::runtime::Runtime, PlanError> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| PlanError::Query {
-            context: "starting the query runtime".into(),
-            message: e.to_string(),
-        })
-}
-
-fn listing_options(src: &Source, config: &SessionConfig) -> ListingOptions {
+/// DataFusion's reading options for a source (the format and its options).
+pub(crate) fn listing_options(src: &Source, config: &SessionConfig) -> ListingOptions {
     let table_options =
         datafusion::config::TableOptions::default_from_session_config(config.options());
     let mut opts = match src.format {
         SourceFormat::Parquet => {
             ParquetReadOptions::default().to_listing_options(config, table_options)
         }
-        SourceFormat::Csv => {
-            let null_regex = if src.csv.null_values.is_empty() {
-                None
-            } else {
-                let alts: Vec<String> = src
-                    .csv
-                    .null_values
-                    .iter()
-                    .map(|v| regex_escape(v))
-                    .collect();
-                Some(format!("^(?:{})$", alts.join("|")))
-            };
-            let mut o = CsvReadOptions::new()
-                .has_header(src.csv.header)
-                .delimiter(src.csv.delimiter)
-                .null_regex(null_regex);
-            o.schema_infer_max_records = 1_000_000;
-            o.to_listing_options(config, table_options)
-        }
+        SourceFormat::Csv => CsvReadOptions::new()
+            .has_header(src.csv.header)
+            .delimiter(src.csv.delimiter)
+            .to_listing_options(config, table_options),
         SourceFormat::Json => JsonReadOptions::default().to_listing_options(config, table_options),
         SourceFormat::Arrow => {
             ArrowReadOptions::default().to_listing_options(config, table_options)
         }
     };
-    // Files are named explicitly; do not filter them by extension.
     opts.file_extension = String::new();
-    if !src.partition_columns.is_empty() {
-        opts.table_partition_cols = src
-            .partition_columns
-            .iter()
-            .map(|c| (c.clone(), DataType::Utf8))
-            .collect();
-    }
     opts
-}
-
-fn regex_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if "\\.+*?()|[]{}^$#&-~".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-fn url_of(path: &Path) -> Result<ListingTableUrl, PlanError> {
-    let s = path.to_string_lossy();
-    ListingTableUrl::parse(s.as_ref()).map_err(query_err(format!("{}", path.display())))
-}
-
-/// The root directory of a hive-partitioned source (its files' common prefix
-/// above the partition folders).
-fn hive_root(src: &Source) -> PathBuf {
-    let mut root = match src.files.first() {
-        Some(f) => f.clone(),
-        None => return PathBuf::from("."),
-    };
-    root.pop();
-    for _ in &src.partition_columns {
-        root.pop();
-    }
-    root
 }
 
 /// Quotes an identifier for DataFusion SQL (which lowercases bare names).
@@ -231,179 +144,337 @@ pub fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
+/// True for transforms whose parameters come from the statistics pass.
+pub fn needs_stats(t: &Transform) -> bool {
+    matches!(
+        t,
+        Transform::Standardize | Transform::MinMax | Transform::Vocab { .. }
+    )
+}
+
+/// How the planner runs.
+#[derive(Clone, Debug)]
+pub struct PlanOptions {
+    /// Build threads.
+    pub threads: usize,
+    /// Rows per DataFusion batch.
+    pub batch_rows: usize,
+    /// Memory the query engine may use (global queries; chunk tasks share it).
+    pub memory_limit: u64,
+    /// Where a global query spills and materializes its output.
+    pub work_dir: Option<PathBuf>,
+}
+
+/// What `tessera explain` prints.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Explanation {
+    /// The chunking decision.
+    pub decision: Decision,
+    /// The optimized logical plan of the encode pass.
+    pub logical_plan: String,
+    /// Its physical plan.
+    pub physical_plan: String,
+    /// Why a global query runs in one partition, if it does.
+    pub serial_reason: Option<String>,
+    /// The chunks, described.
+    pub chunks: Vec<String>,
+    /// What the pushed-down filters let Parquet statistics skip, per source.
+    pub pruning: Vec<String>,
+}
+
+/// A planned build: the sources, the decision, the chunks.
+pub struct Planner {
+    spec: Arc<Spec>,
+    tables: BTreeMap<String, Arc<SourceTable>>,
+    decision: Decision,
+    serial_reason: Option<String>,
+    chunks: Vec<Chunk>,
+    opts: PlanOptions,
+    logical: String,
+    physical: String,
+    logical_plan: LogicalPlan,
+    /// A global query's materialized output and its cumulative batch rows.
+    output: OnceLock<(PathBuf, Vec<u64>)>,
+}
+
 impl Planner {
-    /// Infers every source's schema (from its first file; CSV from up to a
-    /// million rows) and fixes which source is cut into chunks.
-    pub fn new(spec: Arc<Spec>, batch_rows: usize) -> Result<Self, PlanError> {
-        let rt = runtime()?;
-        let ctx = session(batch_rows);
-        let mut schemas = BTreeMap::new();
+    /// Opens every source, plans the query, decides how to run it and cuts
+    /// the chunks. Reads footers and headers, no data.
+    pub fn new(spec: Arc<Spec>, opts: PlanOptions) -> Result<Self, PlanError> {
+        let rt = exec::runtime(1)?;
+        let probe = exec::session(&planning_options(&opts, None))?;
+        let mut tables = BTreeMap::new();
         for src in &spec.sources {
-            let opts = listing_options(src, &ctx.copied_config());
-            let first = src.files.first().ok_or_else(|| PlanError::Query {
-                context: format!("source {:?}", src.name),
-                message: "no input files".into(),
-            })?;
-            let url = url_of(first)?;
-            let schema = rt
-                .block_on(opts.infer_schema(&ctx.state(), &url))
-                .map_err(query_err(format!(
-                    "source {:?}: reading the schema of {}",
-                    src.name,
-                    first.display()
-                )))?;
-            schemas.insert(src.name.clone(), schema);
+            let t = rt.block_on(SourceTable::open(src, &probe))?;
+            tables.insert(src.name.clone(), Arc::new(t));
         }
-        let chunked = if let Some(s) = spec.sources.iter().find(|s| s.chunk) {
-            Some(s.name.clone())
-        } else {
-            // The largest source (by bytes) is cut; the others are read whole.
-            spec.sources
-                .iter()
-                .filter(|s| s.partition_columns.is_empty())
-                .max_by_key(|s| {
-                    s.files
-                        .iter()
-                        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
-                        .sum::<u64>()
+        let sql = sql::pass_sql(&spec, sql::Columns::All, false);
+        let plan_with =
+            |chunked: Option<&str>| -> Result<(LogicalPlan, Arc<dyn ExecutionPlan>), PlanError> {
+                let ctx = exec::session(&planning_options(&opts, chunked.map(str::to_string)))?;
+                sources::register(
+                    &ctx,
+                    tables
+                        .values()
+                        .map(|t| (Arc::clone(t), t.all_parts(), 1))
+                        .collect(),
+                )?;
+                rt.block_on(async {
+                    let df = ctx
+                        .sql(&sql)
+                        .await
+                        .map_err(query_err("planning the query"))?;
+                    let logical = df.logical_plan().clone();
+                    let logical = ctx
+                        .state()
+                        .optimize(&logical)
+                        .map_err(query_err("planning the query"))?;
+                    let physical = ctx
+                        .state()
+                        .create_physical_plan(&logical)
+                        .await
+                        .map_err(query_err("planning the query"))?;
+                    Ok((logical, physical))
                 })
-                .map(|s| s.name.clone())
+            };
+        let (logical, physical) = plan_with(None)?;
+        check_deterministic(&logical)?;
+
+        // Candidates: the marked source, else every source, largest first.
+        let mut candidates: Vec<&Source> = match spec.sources.iter().find(|s| s.chunk) {
+            Some(s) => vec![s],
+            None => spec.sources.iter().collect(),
+        };
+        let size = |s: &Source| -> u64 {
+            tables
+                .get(&s.name)
+                .map(|t| t.files.iter().map(|f| f.size).sum())
+                .unwrap_or(0)
+        };
+        candidates.sort_by_key(|s| std::cmp::Reverse(size(s)));
+        let mut decision = None;
+        let mut first_obstacle = None;
+        let mut chosen_plans = None;
+        for s in &candidates {
+            if let Some(ob) = chunking::logical_obstacle(&logical, &s.name) {
+                first_obstacle.get_or_insert(ob);
+                continue;
+            }
+            let (l, p) = plan_with(Some(&s.name))?;
+            if let Some(op) = chunking::physical_obstacle(p.as_ref(), &s.name) {
+                first_obstacle.get_or_insert((
+                    op.clone(),
+                    format!(
+                        "DataFusion's {op} does not keep the order of {:?}'s rows, so chunks \
+                         would come out in a different order than the input",
+                        s.name
+                    ),
+                ));
+                continue;
+            }
+            decision = Some(Decision::Chunked {
+                source: s.name.clone(),
+            });
+            chosen_plans = Some((l, p));
+            break;
+        }
+        let decision = decision.unwrap_or_else(|| {
+            let (operator, reason) =
+                first_obstacle.unwrap_or_else(|| ("query".into(), "no source can be cut".into()));
+            Decision::Global { operator, reason }
+        });
+        let (logical, physical) = chosen_plans.unwrap_or((logical, physical));
+        let serial_reason = match decision {
+            Decision::Global { .. } => chunking::order_sensitive(&logical),
+            Decision::Chunked { .. } => None,
+        };
+        let chunks = match &decision {
+            Decision::Chunked { source } => match tables.get(source) {
+                Some(t) => chunking::cut(t, spec.chunks.target_bytes)?,
+                None => Vec::new(),
+            },
+            Decision::Global { .. } => Vec::new(),
         };
         Ok(Planner {
+            logical: format!("{}", logical.display_indent()),
+            logical_plan: logical.clone(),
+            physical: format!("{}", displayable(physical.as_ref()).indent(true)),
             spec,
-            schemas: Schemas(schemas),
-            chunked,
-            batch_rows,
+            tables,
+            decision,
+            serial_reason,
+            chunks,
+            opts,
+            output: OnceLock::new(),
         })
     }
 
-    /// The chunks of the build: one per file of the chunked source, in input
-    /// order (a hive-partitioned or single-file source gives one chunk).
-    pub fn chunks(&self) -> Vec<Chunk> {
-        let Some(name) = &self.chunked else {
-            return vec![Chunk {
-                index: 0,
+    /// How the query runs.
+    pub fn decision(&self) -> &Decision {
+        &self.decision
+    }
+
+    /// Why a global query runs in one partition (its result could depend on
+    /// the order rows arrive in), if it does.
+    pub fn serial_reason(&self) -> Option<&str> {
+        self.serial_reason.as_deref()
+    }
+
+    /// The tasks' inputs: chunks of the chunked source, or (for a global
+    /// query, after [`Planner::materialize`]) row ranges of its output.
+    pub fn chunks(&self) -> &[Chunk] {
+        &self.chunks
+    }
+
+    /// The plans and chunks, for `tessera explain`.
+    pub fn explain(&self) -> Explanation {
+        Explanation {
+            decision: self.decision.clone(),
+            logical_plan: self.logical.clone(),
+            physical_plan: self.physical.clone(),
+            serial_reason: self.serial_reason.clone(),
+            chunks: self.chunks.iter().map(|c| self.describe(c)).collect(),
+            pruning: pruning::report(&self.logical_plan, &self.tables),
+        }
+    }
+
+    /// A chunk, described for messages.
+    pub fn describe(&self, chunk: &Chunk) -> String {
+        chunk.describe(self.tables.get(&chunk.source).map(|t| t.as_ref()))
+    }
+
+    /// Whether any field needs a statistics pass.
+    pub fn needs_stats(&self) -> bool {
+        !StatsPartial::new(&self.spec).is_empty()
+    }
+
+    /// Runs a global query once over all inputs and stores its ordered
+    /// output in `dir`; then cuts it into row ranges of about
+    /// `rows_per_chunk` rows, which become [`Planner::chunks`].
+    pub fn materialize(
+        &mut self,
+        dir: &Path,
+        rows_per_chunk: u64,
+        progress: &(dyn Fn(u64) + Sync),
+    ) -> Result<ScanMetrics, PlanError> {
+        let threads = if self.serial_reason.is_some() {
+            1
+        } else {
+            self.opts.threads.max(1)
+        };
+        let path = dir.join("query-output.arrow");
+        let rt = exec::runtime(threads)?;
+        let mut options = planning_options(&self.opts, None);
+        options.partitions = threads;
+        let ctx = exec::session(&options)?;
+        sources::register(
+            &ctx,
+            self.tables
+                .values()
+                .map(|t| (Arc::clone(t), whole_or_chunked(t, &self.spec), threads))
+                .collect(),
+        )?;
+        let sql = sql::pass_sql(&self.spec, sql::Columns::All, true);
+        let limit = self.opts.memory_limit;
+        let (metrics, cumulative) = rt.block_on(async {
+            let df = ctx
+                .sql(&sql)
+                .await
+                .map_err(query_err("planning the query"))?;
+            let plan = df
+                .create_physical_plan()
+                .await
+                .map_err(query_err("planning the query"))?;
+            let mut stream = execute_stream(Arc::clone(&plan), ctx.task_ctx()).map_err(|e| {
+                PlanError::Query {
+                    context: "running the query".into(),
+                    message: exec::explain_resources(e, limit),
+                }
+            })?;
+            let file = std::fs::File::create(&path).map_err(|e| PlanError::Query {
+                context: path.display().to_string(),
+                message: e.to_string(),
+            })?;
+            let mut writer = FileWriter::try_new(std::io::BufWriter::new(file), &plan.schema())
+                .map_err(|e| PlanError::Query {
+                    context: path.display().to_string(),
+                    message: e.to_string(),
+                })?;
+            let mut cumulative = vec![0u64];
+            while let Some(batch) = stream.next().await {
+                let batch = batch.map_err(|e| PlanError::Query {
+                    context: "running the query".into(),
+                    message: exec::explain_resources(e, limit),
+                })?;
+                if batch.num_rows() == 0 {
+                    continue;
+                }
+                writer.write(&batch).map_err(|e| PlanError::Query {
+                    context: path.display().to_string(),
+                    message: e.to_string(),
+                })?;
+                let last = cumulative.last().copied().unwrap_or(0);
+                cumulative.push(last + batch.num_rows() as u64);
+                progress(batch.num_rows() as u64);
+            }
+            writer.finish().map_err(|e| PlanError::Query {
+                context: path.display().to_string(),
+                message: e.to_string(),
+            })?;
+            Ok::<_, PlanError>((exec::collect_metrics(plan.as_ref()), cumulative))
+        })?;
+        let total = cumulative.last().copied().unwrap_or(0);
+        let per = rows_per_chunk.max(1);
+        self.chunks = (0..total.div_ceil(per))
+            .map(|k| Chunk {
+                index: k as usize,
                 source: String::new(),
-                files: vec![],
-            }];
-        };
-        let Some(src) = self.spec.sources.iter().find(|s| &s.name == name) else {
-            return vec![];
-        };
-        src.files
-            .iter()
-            .enumerate()
-            .map(|(index, f)| Chunk {
-                index,
-                source: name.clone(),
-                files: vec![f.clone()],
+                parts: Vec::new(),
+                rows: Some((k * per, ((k + 1) * per).min(total))),
+                bytes: 0,
             })
-            .collect()
+            .collect();
+        let _ = self.output.set((path, cumulative));
+        Ok(metrics)
     }
 
-    /// A session with every source registered; the chunked source restricted
-    /// to `chunk`'s files.
-    async fn context_for(&self, chunk: &Chunk) -> Result<SessionContext, PlanError> {
-        let ctx = session(self.batch_rows);
-        let config = ctx.copied_config();
-        for src in &self.spec.sources {
-            let opts = listing_options(src, &config);
-            let urls = if !src.partition_columns.is_empty() {
-                vec![url_of(&hive_root(src))?]
-            } else if src.name == chunk.source {
-                chunk
-                    .files
-                    .iter()
-                    .map(|f| url_of(f))
-                    .collect::<Result<_, _>>()?
-            } else {
-                src.files
-                    .iter()
-                    .map(|f| url_of(f))
-                    .collect::<Result<_, _>>()?
-            };
-            let schema = self.schemas.0.get(&src.name).cloned();
-            let mut cfg = ListingTableConfig::new_with_multi_paths(urls).with_listing_options(opts);
-            if let Some(schema) = schema {
-                cfg = cfg.with_schema(schema);
-            }
-            let table =
-                ListingTable::try_new(cfg).map_err(query_err(format!("source {:?}", src.name)))?;
-            ctx.register_table(src.name.as_str(), Arc::new(table))
-                .map_err(query_err(format!("source {:?}", src.name)))?;
-        }
-        Ok(ctx)
-    }
-
-    /// The SQL for a pass: the selected field inputs and the split key over the
-    /// spec's query, filtered.
-    fn sql(&self, fields: &[usize], with_split: bool) -> String {
-        let spec = &self.spec;
-        let inner = match &spec.query {
-            Some(q) => q.trim().trim_end_matches(';').to_string(),
-            None => match spec.sources.first() {
-                Some(s) => format!("SELECT * FROM {}", quote_ident(&s.name)),
-                None => "SELECT 1".into(),
-            },
-        };
-        let mut items = Vec::new();
-        for &i in fields {
-            let f = &spec.fields[i];
-            let stringly = matches!(
-                f.transforms.first(),
-                Some(Transform::HashBucket { .. } | Transform::Vocab { .. })
-            );
-            let wrap = |e: String| {
-                if stringly {
-                    format!("CAST(({e}) AS VARCHAR)")
-                } else {
-                    e
-                }
-            };
-            match &f.input {
-                FieldInput::Column(c) => {
-                    items.push(format!("{} AS \"__f{i}\"", wrap(quote_ident(c))))
-                }
-                FieldInput::Expr(e) => {
-                    items.push(format!("{} AS \"__f{i}\"", wrap(format!("({e})"))))
-                }
-                FieldInput::Columns(cs) => {
-                    for (j, c) in cs.iter().enumerate() {
-                        items.push(format!("{} AS \"__f{i}_{j}\"", wrap(quote_ident(c))));
-                    }
-                }
-            }
-        }
-        if with_split && let Some(split) = &spec.split {
-            items.push(format!("CAST(({}) AS VARCHAR) AS \"__split\"", split.key));
-        }
-        if items.is_empty() {
-            items.push("1 AS \"__one\"".into());
-        }
-        let mut sql = format!("SELECT {} FROM ({inner}) AS \"__input\"", items.join(", "));
-        if let Some(filter) = &spec.filter {
-            sql.push_str(&format!(" WHERE {filter}"));
-        }
-        sql
-    }
-
-    /// Plans and runs one pass over `chunk`, handing each output batch to
-    /// `sink`; returns the scan counters.
-    fn run<F>(
+    /// Runs one pass over `chunk`, handing each batch of output to `sink`.
+    fn run(
         &self,
         chunk: &Chunk,
-        fields: &[usize],
-        with_split: bool,
-        mut sink: F,
-    ) -> Result<ScanMetrics, PlanError>
-    where
-        F: FnMut(&RecordBatch) -> Result<(), PlanError>,
-    {
-        let what = chunk.describe();
-        let rt = runtime()?;
+        columns: sql::Columns,
+        mut sink: impl FnMut(&RecordBatch) -> Result<(), PlanError>,
+    ) -> Result<ScanMetrics, PlanError> {
+        if let Some((start, end)) = chunk.rows {
+            self.read_output(start, end, &mut sink)?;
+            return Ok(ScanMetrics::default());
+        }
+        let what = self.describe(chunk);
+        let rt = exec::runtime(1)?;
+        let ctx = exec::session(&SessionOptions {
+            partitions: 1,
+            batch_rows: self.opts.batch_rows,
+            memory_limit: self.opts.memory_limit / self.opts.threads.max(1) as u64,
+            spill_dir: self.opts.work_dir.clone(),
+            chunked: Some(chunk.source.clone()),
+        })?;
+        sources::register(
+            &ctx,
+            self.tables
+                .values()
+                .map(|t| {
+                    let parts: Vec<FilePart> = if t.name == chunk.source {
+                        chunk.parts.clone()
+                    } else {
+                        t.all_parts()
+                    };
+                    (Arc::clone(t), parts, 1)
+                })
+                .collect(),
+        )?;
+        let sql = sql::pass_sql(&self.spec, columns, false);
+        let limit = self.opts.memory_limit;
         rt.block_on(async {
-            let ctx = self.context_for(chunk).await?;
-            let sql = self.sql(fields, with_split);
             let df = ctx
                 .sql(&sql)
                 .await
@@ -415,34 +486,66 @@ impl Planner {
             let mut stream = execute_stream(Arc::clone(&plan), ctx.task_ctx())
                 .map_err(query_err(format!("{what}: running the query")))?;
             while let Some(batch) = stream.next().await {
-                let batch = batch.map_err(query_err(format!("{what}: running the query")))?;
+                let batch = batch.map_err(|e| PlanError::Query {
+                    context: format!("{what}: running the query"),
+                    message: exec::explain_resources(e, limit),
+                })?;
                 sink(&batch)?;
             }
-            let mut m = collect_metrics(plan.as_ref());
-            m.rows_scanned += m.rows_pruned_in_scan;
-            Ok(m)
+            Ok(exec::collect_metrics(plan.as_ref()))
         })
     }
 
-    /// Fields whose transforms need statistics, in field order.
-    pub fn stats_fields(&self) -> Vec<usize> {
-        self.spec
-            .fields
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| f.transforms.iter().any(needs_stats))
-            .map(|(i, _)| i)
-            .collect()
+    /// Rows `start..end` of the materialized output.
+    fn read_output(
+        &self,
+        start: u64,
+        end: u64,
+        sink: &mut impl FnMut(&RecordBatch) -> Result<(), PlanError>,
+    ) -> Result<(), PlanError> {
+        let Some((path, cumulative)) = self.output.get() else {
+            return Err(PlanError::Query {
+                context: "the query output".into(),
+                message: "read before the query ran".into(),
+            });
+        };
+        let io = |e: String| PlanError::Query {
+            context: path.display().to_string(),
+            message: e,
+        };
+        let file = std::fs::File::open(path).map_err(|e| io(e.to_string()))?;
+        let mut reader = FileReader::try_new(std::io::BufReader::new(file), None)
+            .map_err(|e| io(e.to_string()))?;
+        // Batch b holds rows cumulative[b]..cumulative[b + 1].
+        let first = cumulative
+            .partition_point(|&c| c <= start)
+            .saturating_sub(1);
+        reader.set_index(first).map_err(|e| io(e.to_string()))?;
+        let mut at = cumulative[first];
+        for batch in reader {
+            let batch = batch.map_err(|e| io(e.to_string()))?;
+            let n = batch.num_rows() as u64;
+            let (lo, hi) = (start.max(at), end.min(at + n));
+            if lo < hi {
+                sink(&batch.slice((lo - at) as usize, (hi - lo) as usize))?;
+            }
+            at += n;
+            if at >= end {
+                break;
+            }
+        }
+        Ok(())
     }
 
-    /// The statistics pass over one chunk: partial statistics of the fields
-    /// that need them, over the rows of the statistics split.
+    /// The statistics pass over one chunk.
     pub fn stats_task(&self, chunk: &Chunk) -> Result<(StatsPartial, ScanMetrics), PlanError> {
-        let fields = self.stats_fields();
-        let mut partial = StatsPartial::new(&self.spec, &fields);
-        let ctx = chunk.describe();
-        let metrics = self.run(chunk, &fields, true, |batch| {
-            partial.update(&self.spec, batch, &ctx)
+        let mut partial = StatsPartial::new(&self.spec);
+        let what = self.describe(chunk);
+        let mut first = 0u64;
+        let metrics = self.run(chunk, sql::Columns::Stats, |batch| {
+            let at = stats::Rows { what: &what, first };
+            first += batch.num_rows() as u64;
+            partial.update(&self.spec, batch, &at)
         })?;
         Ok((partial, metrics))
     }
@@ -458,13 +561,12 @@ impl Planner {
         target_bytes: u64,
         progress: &(dyn Fn(u64, u64) + Sync),
     ) -> Result<(EncodeOutput, ScanMetrics), PlanError> {
-        let fields: Vec<usize> = (0..self.spec.fields.len()).collect();
         let mut enc =
             encode::Encoder::new(&self.spec, layout, frozen, dir, chunk.index, target_bytes);
-        let ctx = chunk.describe();
-        let metrics = self.run(chunk, &fields, true, |batch| {
+        let what = self.describe(chunk);
+        let metrics = self.run(chunk, sql::Columns::All, |batch| {
             let before = enc.bytes_written();
-            enc.push(batch, &ctx)?;
+            enc.push(batch, &what)?;
             progress(batch.num_rows() as u64, enc.bytes_written() - before);
             Ok(())
         })?;
@@ -472,48 +574,53 @@ impl Planner {
     }
 }
 
-/// True for transforms whose parameters come from the statistics pass.
-pub fn needs_stats(t: &Transform) -> bool {
-    matches!(
-        t,
-        Transform::Standardize | Transform::MinMax | Transform::Vocab { .. }
-    )
+fn planning_options(opts: &PlanOptions, chunked: Option<String>) -> SessionOptions {
+    SessionOptions {
+        partitions: 1,
+        batch_rows: opts.batch_rows,
+        memory_limit: opts.memory_limit,
+        spill_dir: opts.work_dir.clone(),
+        chunked,
+    }
 }
 
-/// Sums scan metrics over every node of an executed plan.
-fn collect_metrics(plan: &dyn ExecutionPlan) -> ScanMetrics {
-    let mut m = ScanMetrics::default();
-    let mut stack: Vec<&dyn ExecutionPlan> = vec![plan];
-    while let Some(node) = stack.pop() {
-        let is_scan = node.name() == "DataSourceExec";
-        if let Some(set) = node.metrics() {
-            for metric in set.iter() {
-                match metric.value() {
-                    MetricValue::PruningMetrics {
-                        name,
-                        pruning_metrics,
-                    } if name == "row_groups_pruned_statistics" => {
-                        m.row_groups_pruned += pruning_metrics.pruned() as u64;
-                        m.row_groups_matched += pruning_metrics.matched() as u64;
-                    }
-                    MetricValue::PruningMetrics {
-                        name,
-                        pruning_metrics,
-                    } if name == "files_ranges_pruned_statistics" => {
-                        m.files_pruned += pruning_metrics.pruned() as u64;
-                    }
-                    MetricValue::OutputRows(c) if is_scan => m.rows_scanned += c.value() as u64,
-                    v if v.name() == "pushdown_rows_pruned" => {
-                        m.rows_pruned_in_scan += v.as_usize() as u64
-                    }
-                    v if v.name() == "bytes_scanned" => m.bytes_scanned += v.as_usize() as u64,
-                    _ => {}
-                }
-            }
-        }
-        for child in node.children() {
-            stack.push(child.as_ref());
-        }
+/// The parts a global query reads: the chunk cuts (so several partitions
+/// share a large file), or whole files.
+fn whole_or_chunked(t: &SourceTable, spec: &Spec) -> Vec<FilePart> {
+    match chunking::cut(t, spec.chunks.target_bytes) {
+        Ok(chunks) => chunks.into_iter().flat_map(|c| c.parts).collect(),
+        Err(_) => t.all_parts(),
     }
-    m
+}
+
+/// Refuses volatile functions (`random()`, ...): their values would differ
+/// on every build of the same artifact hash.
+fn check_deterministic(plan: &LogicalPlan) -> Result<(), PlanError> {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    let mut found: Option<String> = None;
+    let _ = plan.apply_with_subqueries(|node| {
+        let _ = node.apply_expressions(|e| {
+            if e.is_volatile() {
+                found = Some(format!("{e}"));
+                return Ok(TreeNodeRecursion::Stop);
+            }
+            Ok(TreeNodeRecursion::Continue)
+        });
+        Ok(if found.is_some() {
+            TreeNodeRecursion::Stop
+        } else {
+            TreeNodeRecursion::Continue
+        })
+    });
+    match found {
+        Some(e) => Err(PlanError::Query {
+            context: "the query".into(),
+            message: format!(
+                "{e} is volatile (it gives a different value on every run), so the artifact \
+                 would not be a function of its inputs; derive randomness from the data instead, \
+                 e.g. a hash of a key"
+            ),
+        }),
+        None => Ok(()),
+    }
 }

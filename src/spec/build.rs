@@ -6,12 +6,12 @@ use super::read::{Ctx, Item, MapView, SpecLocations};
 use super::suggest::did_you_mean;
 use super::yaml::{Kind, Node};
 use super::{
-    CsvOptions, Order, Shards, Source, SourceFormat, Spec, SpecError, Split, is_identifier,
+    Chunks, CsvOptions, Order, Shards, Source, SourceFormat, Spec, SpecError, Split, is_identifier,
 };
 use std::path::{Path, PathBuf};
 
 const TOP_KEYS: &[&str] = &[
-    "version", "name", "sources", "query", "filter", "fields", "split", "order", "shards",
+    "version", "name", "sources", "query", "filter", "fields", "split", "order", "shards", "chunks",
 ];
 const SOURCE_KEYS: &[&str] = &[
     "path",
@@ -25,6 +25,14 @@ const CSV_KEYS: &[&str] = &["delimiter", "header", "null_values"];
 const SPLIT_KEYS: &[&str] = &["key", "weights", "stats_from"];
 const ORDER_KEYS: &[&str] = &["shuffle_seed"];
 const SHARDS_KEYS: &[&str] = &["target_bytes", "compression"];
+const CHUNKS_KEYS: &[&str] = &["target_bytes"];
+
+/// Default chunk size: 32 MiB of input per build task.
+pub const DEFAULT_CHUNK_BYTES: u64 = 32 << 20;
+/// Smallest accepted chunk size: 4 KiB.
+pub const MIN_CHUNK_BYTES: u64 = 4 << 10;
+/// Most splits a spec may declare.
+pub const MAX_SPLITS: usize = 256;
 
 /// Default shard size: 64 MiB.
 pub const DEFAULT_TARGET_BYTES: u64 = 64 << 20;
@@ -144,6 +152,7 @@ pub(super) fn build(root: &Node, file: &Path, abs_path: PathBuf) -> Result<Spec,
     let split = read_split(&ctx, &map)?;
     let order = read_order(&ctx, &map)?;
     let shards = read_shards(&ctx, &map)?;
+    let chunks = read_chunks(&ctx, &map)?;
 
     Ok(Spec {
         path: abs_path,
@@ -156,6 +165,7 @@ pub(super) fn build(root: &Node, file: &Path, abs_path: PathBuf) -> Result<Spec,
         split,
         order,
         shards,
+        chunks,
         locations: SpecLocations::from_tree(file, root),
     })
 }
@@ -308,6 +318,7 @@ fn read_source(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Source, Spe
         path,
         files: Vec::new(),
         partition_columns: Vec::new(),
+        partition_values: Vec::new(),
         csv,
         chunk,
         format_from_files: format.is_none(),
@@ -356,6 +367,15 @@ fn read_split(ctx: &Ctx<'_>, top: &MapView<'_>) -> Result<Option<Split>, SpecErr
         return Err(weights_owned.item().error(
             ctx,
             "needs at least one split, e.g. { train: 0.9, val: 0.1 }",
+        ));
+    }
+    if weights_map.entries.len() > MAX_SPLITS {
+        return Err(weights_owned.item().error(
+            ctx,
+            format!(
+                "{} splits declared; a spec may have at most {MAX_SPLITS}",
+                weights_map.entries.len()
+            ),
         ));
     }
     let mut weights = Vec::new();
@@ -436,29 +456,7 @@ fn read_shards(ctx: &Ctx<'_>, top: &MapView<'_>) -> Result<Shards, SpecError> {
     };
     let map = owned.item().map(ctx, SHARDS_KEYS)?;
     if let Some(owned) = map.get_some("target_bytes") {
-        let item = owned.item();
-        let bytes = match &item.node.kind {
-            Kind::Int(_) => item.u64_at_least(ctx, 0)?,
-            Kind::Str(s) => parse_size(s).map_err(|msg| item.error(ctx, msg))?,
-            other => {
-                return Err(item.error(
-                    ctx,
-                    format!(
-                        "expected a byte count such as 67108864 or \"64MiB\", found {}",
-                        other.describe()
-                    ),
-                ));
-            }
-        };
-        if bytes < MIN_TARGET_BYTES {
-            return Err(item.error(
-                ctx,
-                format!(
-                    "target_bytes must be at least 64KiB ({MIN_TARGET_BYTES} bytes), found {bytes}"
-                ),
-            ));
-        }
-        shards.target_bytes = bytes;
+        shards.target_bytes = read_size(ctx, &owned.item(), MIN_TARGET_BYTES, "64KiB")?;
     }
     if let Some(owned) = map.get_some("compression") {
         let item = owned.item();
@@ -479,6 +477,51 @@ fn read_shards(ctx: &Ctx<'_>, top: &MapView<'_>) -> Result<Shards, SpecError> {
         }
     }
     Ok(shards)
+}
+
+fn read_chunks(ctx: &Ctx<'_>, top: &MapView<'_>) -> Result<Chunks, SpecError> {
+    let mut chunks = Chunks {
+        target_bytes: DEFAULT_CHUNK_BYTES,
+    };
+    let Some(owned) = top.get_some("chunks") else {
+        return Ok(chunks);
+    };
+    let map = owned.item().map(ctx, CHUNKS_KEYS)?;
+    if let Some(owned) = map.get_some("target_bytes") {
+        chunks.target_bytes = read_size(ctx, &owned.item(), MIN_CHUNK_BYTES, "4KiB")?;
+    }
+    Ok(chunks)
+}
+
+/// A byte count written as an integer or a size string, at least `min`
+/// (`min_text` is how the message writes it).
+fn read_size(ctx: &Ctx<'_>, item: &Item<'_>, min: u64, min_text: &str) -> Result<u64, SpecError> {
+    let bytes = match &item.node.kind {
+        Kind::Int(i) if *i < 0 => {
+            return Err(item.error(
+                ctx,
+                format!("a size cannot be negative, found {i}; the smallest allowed is {min_text}"),
+            ));
+        }
+        Kind::Int(_) => item.u64_at_least(ctx, 0)?,
+        Kind::Str(s) => parse_size(s).map_err(|msg| item.error(ctx, msg))?,
+        other => {
+            return Err(item.error(
+                ctx,
+                format!(
+                    "expected a byte count such as 67108864 or \"64MiB\", found {}",
+                    other.describe()
+                ),
+            ));
+        }
+    };
+    if bytes < min {
+        return Err(item.error(
+            ctx,
+            format!("the size must be at least {min_text} ({min} bytes), found {bytes}"),
+        ));
+    }
+    Ok(bytes)
 }
 
 /// Parses `"64MiB"`, `"1.5 GiB"`, `"500MB"`, `"65536"` into bytes.

@@ -10,13 +10,14 @@
 //!   The caller hashes the input files' contents beside this;
 //! - numbers the user may write either way (`0` or `0.0`) are recorded as f64.
 
-use super::{Field, FieldInput, Source, SourceFormat, Spec, Transform};
+use super::{Field, FieldInput, NonFinite, Source, SourceFormat, Spec, Transform};
 use serde_json::{Value, json};
 
 pub(super) fn canonical(spec: &Spec) -> Value {
     let mut sources: Vec<&Source> = spec.sources.iter().collect();
     sources.sort_by(|a, b| a.name.cmp(&b.name));
     json!({
+        "chunks": { "target_bytes": spec.chunks.target_bytes },
         "fields": spec.fields.iter().map(field).collect::<Vec<_>>(),
         "filter": spec.filter,
         "name": spec.name,
@@ -66,6 +67,10 @@ fn field(f: &Field) -> Value {
         "input": input,
         "length": f.length,
         "name": f.name,
+        "nonfinite": match f.nonfinite {
+            NonFinite::Error => "error",
+            NonFinite::Exclude => "exclude",
+        },
         "pad": f.pad,
         "transforms": f.transforms.iter().map(transform).collect::<Vec<_>>(),
     })

@@ -4,7 +4,7 @@
 use super::read::{Ctx, Item, MapView, Owned};
 use super::suggest::did_you_mean;
 use super::transforms::{check_transforms, int_max, int_min, read_transforms, transform_name};
-use super::{Field, FieldInput, SpecError, Transform, is_identifier};
+use super::{Field, FieldInput, NonFinite, SpecError, Transform, is_identifier};
 use tessera_reader::DType;
 
 const FIELD_KEYS: &[&str] = &[
@@ -17,6 +17,7 @@ const FIELD_KEYS: &[&str] = &[
     "bytes",
     "fill_null",
     "transform",
+    "nonfinite",
 ];
 const INPUT_KEYS: [&str; 3] = ["column", "columns", "expr"];
 
@@ -138,6 +139,36 @@ fn read_field(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Field, SpecE
         None => None,
     };
 
+    let nonfinite = match map.get_some("nonfinite") {
+        Some(owned) => {
+            let item = owned.item();
+            if !transforms
+                .iter()
+                .any(|t| matches!(t, Transform::Standardize | Transform::MinMax))
+            {
+                return Err(item.error(
+                    ctx,
+                    "nonfinite applies to fields with standardize or min_max (it says what \
+                     their statistics do with NaN and infinities)",
+                ));
+            }
+            match item.string(ctx)? {
+                "error" => NonFinite::Error,
+                "exclude" => NonFinite::Exclude,
+                other => {
+                    let hint = match did_you_mean(other, &["error", "exclude"]) {
+                        h if !h.is_empty() => h,
+                        _ => " (expected error or exclude)".to_string(),
+                    };
+                    return Err(
+                        item.error(ctx, format!("unknown nonfinite policy {other:?}{hint}"))
+                    );
+                }
+            }
+        }
+        None => NonFinite::Error,
+    };
+
     Ok(Field {
         name: name.to_string(),
         dtype,
@@ -147,6 +178,7 @@ fn read_field(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Field, SpecE
         bytes,
         fill_null,
         transforms,
+        nonfinite,
     })
 }
 

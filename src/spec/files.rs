@@ -67,10 +67,10 @@ pub(super) fn resolve_source(
             source.format.name()
         )));
     }
-    let partitions = if is_dir {
+    let (partitions, values) = if is_dir {
         partition_keys(&full, &files).map_err(&fail)?
     } else {
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
     if source.format != SourceFormat::Csv {
         let defaults = CsvOptions::default();
@@ -98,6 +98,7 @@ pub(super) fn resolve_source(
     }
     source.files = files;
     source.partition_columns = partitions;
+    source.partition_values = values;
     Ok(())
 }
 
@@ -175,11 +176,17 @@ fn walk_dir(dir: &Path) -> Result<Vec<PathBuf>, String> {
 
 /// Hive partition columns: the `key=value` folder names between `root` and
 /// each file. Every file must sit under the same keys in the same order.
-fn partition_keys(root: &Path, files: &[PathBuf]) -> Result<Vec<String>, String> {
+/// The `key=value` folders between `root` and each file: the keys (which
+/// must agree for every file) and each file's values, in path order.
+fn partition_keys(
+    root: &Path,
+    files: &[PathBuf],
+) -> Result<(Vec<String>, Vec<Vec<String>>), String> {
     let mut common: Option<(Vec<String>, &Path)> = None;
+    let mut values = Vec::with_capacity(files.len());
     for file in files {
         let relative = file.strip_prefix(root).unwrap_or(file);
-        let keys: Vec<String> = relative
+        let (keys, vals): (Vec<String>, Vec<String>) = relative
             .parent()
             .into_iter()
             .flat_map(|p| p.components())
@@ -187,9 +194,9 @@ fn partition_keys(root: &Path, files: &[PathBuf]) -> Result<Vec<String>, String>
                 let part = c.as_os_str().to_string_lossy();
                 part.split_once('=')
                     .filter(|(k, _)| !k.is_empty())
-                    .map(|(k, _)| k.to_string())
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
             })
-            .collect();
+            .unzip();
         match &common {
             None => common = Some((keys, relative)),
             Some((first, first_file)) if *first != keys => {
@@ -203,8 +210,13 @@ fn partition_keys(root: &Path, files: &[PathBuf]) -> Result<Vec<String>, String>
             }
             Some(_) => {}
         }
+        values.push(vals);
     }
-    Ok(common.map(|(k, _)| k).unwrap_or_default())
+    let keys = common.map(|(k, _)| k).unwrap_or_default();
+    if keys.is_empty() {
+        values.clear();
+    }
+    Ok((keys, values))
 }
 
 /// The one format all `files` share, judged by their extensions.
@@ -263,8 +275,9 @@ mod tests {
             PathBuf::from("/d/year=2020/month=1/a.parquet"),
             PathBuf::from("/d/year=2021/month=2/b.parquet"),
         ];
-        let keys = partition_keys(root, &ok).expect("consistent");
+        let (keys, values) = partition_keys(root, &ok).expect("consistent");
         assert_eq!(keys, ["year", "month"]);
+        assert_eq!(values, [["2020", "1"], ["2021", "2"]]);
 
         let bad = vec![
             PathBuf::from("/d/year=2020/a.parquet"),

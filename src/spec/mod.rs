@@ -16,7 +16,10 @@ mod suggest;
 mod transforms;
 mod yaml;
 
-pub use build::{DEFAULT_TARGET_BYTES, MIN_TARGET_BYTES, parse_size};
+pub use build::{
+    DEFAULT_CHUNK_BYTES, DEFAULT_TARGET_BYTES, MAX_SPLITS, MIN_CHUNK_BYTES, MIN_TARGET_BYTES,
+    parse_size,
+};
 pub use error::SpecError;
 pub use read::SpecLocations;
 
@@ -46,6 +49,8 @@ pub struct Spec {
     pub order: Order,
     /// Shard sizing.
     pub shards: Shards,
+    /// How the chunked source is cut into build tasks.
+    pub chunks: Chunks,
     /// Where each key sits in the spec file, for errors found after parsing.
     pub locations: SpecLocations,
 }
@@ -87,6 +92,9 @@ pub struct Source {
     pub files: Vec<PathBuf>,
     /// For hive-partitioned folders: partition column names in path order.
     pub partition_columns: Vec<String>,
+    /// For hive-partitioned folders: each file's partition values (raw folder
+    /// text, in `partition_columns` order), parallel to `files`.
+    pub partition_values: Vec<Vec<String>>,
     /// CSV options (ignored for other formats).
     pub csv: CsvOptions,
     /// The spec marks this source as the one to cut into chunks (`chunk: true`).
@@ -164,6 +172,19 @@ pub struct Field {
     pub fill_null: Option<f64>,
     /// Transforms in application order.
     pub transforms: Vec<Transform>,
+    /// What `standardize`/`min_max` statistics do with NaN and infinities.
+    pub nonfinite: NonFinite,
+}
+
+/// The policy for NaN and infinite values met by a statistics pass.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NonFinite {
+    /// Stop the build with an error naming the field and the row (default).
+    #[default]
+    Error,
+    /// Leave such values out of the statistics; they are stored transformed
+    /// like any other value (and so stay NaN or infinite).
+    Exclude,
 }
 
 impl Field {
@@ -201,6 +222,14 @@ pub struct Split {
 pub struct Order {
     /// Build-time shuffle seed; `None` keeps the input order.
     pub shuffle_seed: Option<u64>,
+}
+
+/// The size of build tasks: how much of the chunked source one task reads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Chunks {
+    /// Target input bytes per chunk (Parquet: compressed row-group bytes;
+    /// CSV and JSON: file bytes). Default 32 MiB.
+    pub target_bytes: u64,
 }
 
 /// Shard sizing.

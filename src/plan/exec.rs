@@ -1,0 +1,342 @@
+//! Running queries: DataFusion sessions for chunk tasks and global queries,
+//! the two rules tessera adds to DataFusion's, and the scan counters read
+//! back from an executed plan.
+//!
+//! - [`OrientJoins`] (physical): in a chunk task, every hash join puts the
+//!   chunked source on its probe side, whose row order it keeps, so a chunk's
+//!   output follows its input order.
+//! - [`CheckedArithmetic`] (logical): integer `+`, `-` and `*` fail on
+//!   overflow instead of wrapping around (DataFusion's operators wrap).
+
+use super::sources::scan_source;
+use super::{PlanError, ScanMetrics, query_err};
+use datafusion::arrow::array::ArrayRef;
+use datafusion::arrow::compute::kernels::numeric;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::common::{DFSchema, Result as DfResult};
+use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::context::{SessionConfig, SessionContext};
+use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+use datafusion::execution::memory_pool::FairSpillPool;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::utils::merge_schema;
+use datafusion::logical_expr::{
+    BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs,
+    ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
+use datafusion::optimizer::AnalyzerRule;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
+use datafusion::physical_plan::metrics::MetricValue;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// How a session runs.
+#[derive(Clone, Debug)]
+pub struct SessionOptions {
+    /// DataFusion partitions (1 for chunk tasks: one ordered stream).
+    pub partitions: usize,
+    /// Rows per batch.
+    pub batch_rows: usize,
+    /// Bytes the session's operators may hold before spilling or failing.
+    pub memory_limit: u64,
+    /// Where operators spill (a directory that the build removes).
+    pub spill_dir: Option<PathBuf>,
+    /// The chunked source of a chunk task: hash joins keep its order.
+    pub chunked: Option<String>,
+}
+
+/// A session configured for tessera: filters pushed into the Parquet
+/// decoder, a memory pool of `memory_limit` bytes with spilling, integer
+/// overflow checked, and for chunk tasks joins oriented to keep input order.
+pub fn session(opts: &SessionOptions) -> Result<SessionContext, PlanError> {
+    let mut config = SessionConfig::new()
+        .with_target_partitions(opts.partitions.max(1))
+        .with_batch_size(opts.batch_rows)
+        .with_information_schema(false);
+    {
+        let o = config.options_mut();
+        o.execution.parquet.pushdown_filters = true;
+        o.execution.parquet.reorder_filters = true;
+        // The table provider cuts files itself, exactly as planned.
+        o.optimizer.repartition_file_scans = false;
+    }
+    let disk = match &opts.spill_dir {
+        Some(dir) => {
+            DiskManagerBuilder::default().with_mode(DiskManagerMode::Directories(vec![dir.clone()]))
+        }
+        None => DiskManagerBuilder::default(),
+    };
+    let limit = usize::try_from(opts.memory_limit).unwrap_or(usize::MAX);
+    let runtime = RuntimeEnvBuilder::new()
+        .with_memory_pool(Arc::new(FairSpillPool::new(limit)))
+        .with_disk_manager_builder(disk)
+        .build_arc()
+        .map_err(query_err("starting the query engine"))?;
+    let mut rules = PhysicalOptimizer::new().rules;
+    if let Some(source) = &opts.chunked {
+        let at = rules
+            .iter()
+            .position(|r| r.name() == "join_selection")
+            .map_or(0, |i| i + 1);
+        rules.insert(
+            at,
+            Arc::new(OrientJoins {
+                source: source.clone(),
+            }),
+        );
+    }
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_runtime_env(runtime)
+        .with_default_features()
+        .with_physical_optimizer_rules(rules)
+        .with_analyzer_rule(Arc::new(CheckedArithmetic))
+        .build();
+    Ok(SessionContext::new_with_state(state))
+}
+
+/// A single-threaded runtime for one task (DataFusion's own partitions run
+/// on it as tasks; a chunk task has one).
+pub fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, PlanError> {
+    let mut b = if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    };
+    b.enable_all().build().map_err(|e| PlanError::Query {
+        context: "starting the query runtime".into(),
+        message: e.to_string(),
+    })
+}
+
+/// Puts the chunked source on the probe (right) side of every hash join
+/// above it, where DataFusion keeps input order.
+#[derive(Debug)]
+struct OrientJoins {
+    source: String,
+}
+
+fn reads(plan: &Arc<dyn ExecutionPlan>, source: &str) -> bool {
+    scan_source(plan.as_ref()).as_deref() == Some(source)
+        || plan.children().iter().any(|c| reads(c, source))
+}
+
+impl PhysicalOptimizerRule for OrientJoins {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        plan.transform_up(|node| {
+            let Some(join) = node.downcast_ref::<HashJoinExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            if reads(join.left(), &self.source)
+                && !reads(join.right(), &self.source)
+                && join.join_type().supports_swap()
+            {
+                // A null-aware anti join cannot be swapped; it then stays
+                // as is and the chunking check finds the order not kept.
+                if let Ok(swapped) = join.swap_inputs(PartitionMode::CollectLeft) {
+                    return Ok(Transformed::yes(swapped));
+                }
+            }
+            Ok(Transformed::no(node))
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        "tessera_orient_joins"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// Rewrites integer `a + b`, `a - b` and `a * b` into overflow-checked calls.
+#[derive(Debug)]
+struct CheckedArithmetic;
+
+impl AnalyzerRule for CheckedArithmetic {
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
+        plan.transform_up_with_subqueries(|node| {
+            let inputs = node.inputs();
+            if inputs.is_empty() {
+                return Ok(Transformed::no(node));
+            }
+            let schema = merge_schema(&inputs);
+            let names = NamePreserver::new(&node);
+            node.map_expressions(|e| {
+                let saved = names.save(&e);
+                let out = e.transform_up(|x| checked(x, &schema))?;
+                Ok(if out.transformed {
+                    out.update_data(|e| saved.restore(e))
+                } else {
+                    out
+                })
+            })
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        "tessera_checked_arithmetic"
+    }
+}
+
+fn checked(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
+    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = &e else {
+        return Ok(Transformed::no(e));
+    };
+    let kind = match op {
+        Operator::Plus => ArithOp::Add,
+        Operator::Minus => ArithOp::Sub,
+        Operator::Multiply => ArithOp::Mul,
+        _ => return Ok(Transformed::no(e)),
+    };
+    let (Ok(lt), Ok(rt)) = (left.get_type(schema), right.get_type(schema)) else {
+        return Ok(Transformed::no(e));
+    };
+    if !(lt.is_integer() && lt == rt) {
+        return Ok(Transformed::no(e));
+    }
+    let udf = Arc::new(ScalarUDF::new_from_impl(CheckedOp::new(kind)));
+    Ok(Transformed::yes(Expr::ScalarFunction(
+        ScalarFunction::new_udf(udf, vec![left.as_ref().clone(), right.as_ref().clone()]),
+    )))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum ArithOp {
+    Add,
+    Sub,
+    Mul,
+}
+
+/// `a op b` on integers, failing on overflow.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct CheckedOp {
+    op: ArithOp,
+    signature: Signature,
+}
+
+impl CheckedOp {
+    fn new(op: ArithOp) -> Self {
+        CheckedOp {
+            op,
+            signature: Signature::any(2, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for CheckedOp {
+    fn name(&self) -> &str {
+        match self.op {
+            ArithOp::Add => "tessera_checked_add",
+            ArithOp::Sub => "tessera_checked_sub",
+            ArithOp::Mul => "tessera_checked_mul",
+        }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(arg_types.first().cloned().unwrap_or(DataType::Int64))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let rows = args.number_rows;
+        let scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let arrays: Vec<ArrayRef> = ColumnarValue::values_to_arrays(&args.args)?;
+        let (a, b) = (&arrays[0], &arrays[1]);
+        let result = match self.op {
+            ArithOp::Add => numeric::add(a, b),
+            ArithOp::Sub => numeric::sub(a, b),
+            ArithOp::Mul => numeric::mul(a, b),
+        }
+        .map_err(|e| {
+            datafusion::error::DataFusionError::Execution(format!(
+                "integer overflow: {} (the result does not fit {}; CAST to a wider type or \
+                 to DOUBLE first)",
+                e.to_string().trim_start_matches("Arithmetic overflow: "),
+                a.data_type()
+            ))
+        })?;
+        if scalar && rows <= 1 {
+            return Ok(ColumnarValue::Scalar(
+                datafusion::common::ScalarValue::try_from_array(&result, 0)?,
+            ));
+        }
+        Ok(ColumnarValue::Array(result))
+    }
+}
+
+/// Sums scan counters over every node of an executed plan.
+pub fn collect_metrics(plan: &dyn ExecutionPlan) -> ScanMetrics {
+    let mut m = ScanMetrics::default();
+    let mut stack: Vec<&dyn ExecutionPlan> = vec![plan];
+    while let Some(node) = stack.pop() {
+        let is_scan = matches!(node.name(), "DataSourceExec" | "CsvScanExec");
+        if let Some(set) = node.metrics() {
+            for metric in set.iter() {
+                match metric.value() {
+                    MetricValue::PruningMetrics {
+                        name,
+                        pruning_metrics,
+                    } if name == "row_groups_pruned_statistics" => {
+                        m.row_groups_pruned += pruning_metrics.pruned() as u64;
+                        m.row_groups_matched += pruning_metrics.matched() as u64;
+                    }
+                    MetricValue::PruningMetrics {
+                        name,
+                        pruning_metrics,
+                    } if name == "files_ranges_pruned_statistics" => {
+                        m.files_pruned += pruning_metrics.pruned() as u64;
+                    }
+                    MetricValue::OutputRows(c) if is_scan => m.rows_scanned += c.value() as u64,
+                    v if v.name() == "pushdown_rows_pruned" => {
+                        m.rows_pruned_in_scan += v.as_usize() as u64
+                    }
+                    v if v.name() == "bytes_scanned" => m.bytes_scanned += v.as_usize() as u64,
+                    _ => {}
+                }
+            }
+        }
+        for child in node.children() {
+            stack.push(child.as_ref());
+        }
+    }
+    m.rows_scanned += m.rows_pruned_in_scan;
+    m
+}
+
+/// Rewrites DataFusion's out-of-memory error into one that names the limit.
+pub fn explain_resources(e: datafusion::error::DataFusionError, limit: u64) -> String {
+    let text = e.to_string();
+    if text.contains("Resources exhausted") {
+        format!(
+            "the query needs more memory than --memory-limit {} allows, and the operator \
+             holding it cannot spill to disk: {}; raise --memory-limit",
+            crate::cache::format_bytes(limit),
+            text.trim_start_matches("Resources exhausted: ")
+        )
+    } else {
+        text
+    }
+}

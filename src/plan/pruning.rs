@@ -1,0 +1,166 @@
+//! What the filters DataFusion pushes into each Parquet scan let the row-group
+//! statistics (min, max, null counts in the footers) skip, computed from the
+//! footers alone, without reading data: for `tessera explain`.
+
+use super::sources::SourceTable;
+use crate::spec::SourceFormat;
+use datafusion::arrow::array::{ArrayRef, BooleanArray, UInt64Array};
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::common::pruning::PruningStatistics;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{Column, DFSchema, ScalarValue};
+use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion::logical_expr::{Expr, LogicalPlan};
+use datafusion::parquet::arrow::arrow_reader::statistics::StatisticsConverter;
+use datafusion::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use datafusion::physical_expr::create_physical_expr;
+use datafusion::physical_expr::execution_props::ExecutionProps;
+use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+/// One line per Parquet source whose scan has pushed-down filters.
+pub fn report(plan: &LogicalPlan, tables: &BTreeMap<String, Arc<SourceTable>>) -> Vec<String> {
+    let mut scans: Vec<(String, Vec<Expr>)> = Vec::new();
+    let _ = plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::TableScan(s) = node
+            && !s.filters.is_empty()
+        {
+            scans.push((s.table_name.table().to_string(), s.filters.clone()));
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    let mut out = Vec::new();
+    for (name, filters) in scans {
+        let Some(table) = tables.get(&name) else {
+            continue;
+        };
+        if table.format != SourceFormat::Parquet {
+            continue;
+        }
+        let text: Vec<String> = filters.iter().map(|f| format!("{f}")).collect();
+        out.push(match prune_table(table, &filters) {
+            Ok((skipped, total, files_skipped)) => format!(
+                "source {name:?}: statistics skip {skipped} of {total} row groups \
+                 ({files_skipped} of {} files entirely) for {}",
+                table.files.len(),
+                text.join(" AND ")
+            ),
+            Err(e) => format!("source {name:?}: cannot tell from the statistics ({e})"),
+        });
+    }
+    out
+}
+
+/// `(row groups skipped, row groups, files skipped)`.
+fn prune_table(table: &SourceTable, filters: &[Expr]) -> Result<(usize, usize, usize), String> {
+    let Some(conj) = filters.iter().cloned().reduce(|a, b| a.and(b)) else {
+        return Ok((0, 0, 0));
+    };
+    // Columns as the files name them, without the table qualifier.
+    let expr = conj
+        .transform(|e| match e {
+            Expr::Column(c) => Ok(Transformed::yes(Expr::Column(Column::new_unqualified(
+                c.name,
+            )))),
+            other => Ok(Transformed::no(other)),
+        })
+        .map_err(|e| e.to_string())?
+        .data;
+    let (mut skipped, mut total, mut files_skipped) = (0, 0, 0);
+    for f in &table.files {
+        let file = std::fs::File::open(&f.path).map_err(|e| e.to_string())?;
+        let meta = ParquetMetaDataReader::new()
+            .parse_and_finish(&file)
+            .map_err(|e| e.to_string())?;
+        let fm = meta.file_metadata();
+        let schema: SchemaRef = Arc::new(
+            datafusion::parquet::arrow::parquet_to_arrow_schema(
+                fm.schema_descr(),
+                fm.key_value_metadata(),
+            )
+            .map_err(|e| e.to_string())?,
+        );
+        let df = DFSchema::try_from(schema.as_ref().clone()).map_err(|e| e.to_string())?;
+        let physical = create_physical_expr(
+            &expr,
+            &df,
+            &ExecutionProps::new(),
+            &PhysicalPlanningContext::default(),
+        )
+        .map_err(|e| e.to_string())?;
+        let predicate = PruningPredicateBuilder::new()
+            .with_file_schema(Arc::clone(&schema))
+            .try_build(physical)
+            .map_err(|e| e.to_string())?;
+        let stats = RowGroups {
+            meta: &meta,
+            schema: &schema,
+        };
+        let keep = predicate.prune(&stats).map_err(|e| e.to_string())?;
+        let n = keep.len();
+        let gone = keep.iter().filter(|k| !**k).count();
+        total += n;
+        skipped += gone;
+        if n > 0 && gone == n {
+            files_skipped += 1;
+        }
+    }
+    Ok((skipped, total, files_skipped))
+}
+
+/// One file's row groups as pruning containers.
+struct RowGroups<'a> {
+    meta: &'a ParquetMetaData,
+    schema: &'a Schema,
+}
+
+impl RowGroups<'_> {
+    fn converter(&self, column: &Column) -> Option<StatisticsConverter<'_>> {
+        StatisticsConverter::try_new(
+            &column.name,
+            self.schema,
+            self.meta.file_metadata().schema_descr(),
+        )
+        .ok()
+    }
+}
+
+impl PruningStatistics for RowGroups<'_> {
+    fn min_values(&self, column: &Column) -> Option<ArrayRef> {
+        self.converter(column)?
+            .row_group_mins(self.meta.row_groups().iter())
+            .ok()
+    }
+
+    fn max_values(&self, column: &Column) -> Option<ArrayRef> {
+        self.converter(column)?
+            .row_group_maxes(self.meta.row_groups().iter())
+            .ok()
+    }
+
+    fn num_containers(&self) -> usize {
+        self.meta.num_row_groups()
+    }
+
+    fn null_counts(&self, column: &Column) -> Option<ArrayRef> {
+        self.converter(column)?
+            .row_group_null_counts(self.meta.row_groups().iter())
+            .ok()
+            .map(|a| Arc::new(a) as ArrayRef)
+    }
+
+    fn row_counts(&self) -> Option<ArrayRef> {
+        let counts: UInt64Array = self
+            .meta
+            .row_groups()
+            .iter()
+            .map(|g| Some(g.num_rows().max(0) as u64))
+            .collect();
+        Some(Arc::new(counts))
+    }
+
+    fn contained(&self, _column: &Column, _values: &HashSet<ScalarValue>) -> Option<BooleanArray> {
+        None
+    }
+}

@@ -1,0 +1,96 @@
+//! The SQL of a pass: the selected fields' inputs and the split key, over the
+//! spec's query, filtered; for a global query's single run, ordered by every
+//! output column so the stored order is a function of the data alone.
+
+use super::chain::Chain;
+use super::quote_ident;
+use super::split::SPLIT_COLUMN;
+use crate::spec::Spec;
+
+/// What a pass selects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Columns {
+    /// Only the fields that need statistics (and the split key).
+    Stats,
+    /// Every field and the split key.
+    All,
+}
+
+/// The spec's query, or `SELECT *` from its only source.
+pub fn inner_query(spec: &Spec) -> String {
+    match &spec.query {
+        Some(q) => q.trim().trim_end_matches(';').to_string(),
+        None => match spec.sources.first() {
+            Some(s) => format!("SELECT * FROM {}", quote_ident(&s.name)),
+            None => "SELECT 1".into(),
+        },
+    }
+}
+
+/// The pass query. `total_order` appends an ORDER BY over every output
+/// column (a global query's one run).
+pub fn pass_sql(spec: &Spec, columns: Columns, total_order: bool) -> String {
+    let mut items = Vec::new();
+    for chain in Chain::all(spec) {
+        if columns == Columns::Stats && chain.stats.is_none() {
+            continue;
+        }
+        for (sql, alias) in chain.select_items() {
+            items.push(format!("{sql} AS {}", quote_ident(&alias)));
+        }
+    }
+    if let Some(split) = &spec.split {
+        items.push(format!(
+            "CAST(({}) AS VARCHAR) AS {}",
+            split.key,
+            quote_ident(SPLIT_COLUMN)
+        ));
+    }
+    if items.is_empty() {
+        items.push("1 AS \"__one\"".into());
+    }
+    let n = items.len();
+    let mut sql = format!(
+        "SELECT {} FROM ({}) AS \"__input\"",
+        items.join(", "),
+        inner_query(spec)
+    );
+    if let Some(filter) = &spec.filter {
+        sql.push_str(&format!(" WHERE {filter}"));
+    }
+    if total_order {
+        let ordinals: Vec<String> = (1..=n).map(|i| format!("{i} ASC NULLS FIRST")).collect();
+        sql.push_str(&format!(" ORDER BY {}", ordinals.join(", ")));
+    }
+    sql
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn pass_queries() {
+        let text = "version: 1\nname: t\nsources:\n  s: { path: x.parquet }\n\
+                    filter: a > 1\nfields:\n  a: { dtype: f32, column: a, transform: standardize }\n\
+                    \x20 b: { dtype: i32, expr: \"b + 1\" }\n\
+                    split: { key: id, weights: { train: 1 } }\n";
+        let spec = Spec::parse(text, Path::new("/tmp/t.yaml")).expect("spec");
+        let all = pass_sql(&spec, Columns::All, false);
+        assert_eq!(
+            all,
+            "SELECT \"a\" AS \"__f0\", (b + 1) AS \"__f1\", CAST((id) AS VARCHAR) AS \"__split\" \
+             FROM (SELECT * FROM \"s\") AS \"__input\" WHERE a > 1"
+        );
+        let stats = pass_sql(&spec, Columns::Stats, true);
+        assert!(
+            stats.starts_with("SELECT \"a\" AS \"__f0\", CAST"),
+            "{stats}"
+        );
+        assert!(
+            stats.ends_with("ORDER BY 1 ASC NULLS FIRST, 2 ASC NULLS FIRST"),
+            "{stats}"
+        );
+    }
+}

@@ -1,0 +1,227 @@
+//! The statistics pass: mergeable partial statistics per task, for the
+//! fields whose transforms need them (standardize, min_max, vocab), over the
+//! rows of the statistics split.
+
+use super::PlanError;
+use super::chain::{Chain, Path, StatsKind};
+use super::split::{Splits, row_splits};
+use super::values::{Floats, Lists, Strings, ValueError};
+use crate::spec::{Spec, Transform};
+use crate::transform::{Counts, FrozenStats, Moments};
+use datafusion::arrow::record_batch::RecordBatch;
+
+/// Mergeable statistics of one task: per field needing them, one slot per
+/// stacked column (or one for a scalar or list field).
+#[derive(Clone, Debug)]
+pub struct StatsPartial {
+    slots: Vec<(usize, Vec<Slot>)>,
+    splits: Splits,
+}
+
+#[derive(Clone, Debug)]
+enum Slot {
+    Moments(Moments),
+    Counts(Counts),
+}
+
+/// Where a batch's rows are, for messages: a description of the task's input
+/// and the index of the batch's first row in the task's output.
+pub struct Rows<'a> {
+    /// The task's input, e.g. "chunk 3 (data/a.parquet (row groups 4..8))".
+    pub what: &'a str,
+    /// Output row of the batch's first row.
+    pub first: u64,
+}
+
+impl Rows<'_> {
+    /// An error about a value of field `field`.
+    pub fn error(&self, field: &str, e: ValueError) -> PlanError {
+        self.at_key(&format!("fields.{field}"), e)
+    }
+
+    /// An error about a value computed for the spec key `key`.
+    pub fn at_key(&self, key: &str, e: ValueError) -> PlanError {
+        PlanError::Encode {
+            key: Some(key.to_string()),
+            context: format!(
+                "row {} of the query output for {}",
+                self.first + e.row as u64,
+                self.what
+            ),
+            message: e.message,
+        }
+    }
+}
+
+impl StatsPartial {
+    /// Empty statistics for every field that needs them.
+    pub fn new(spec: &Spec) -> Self {
+        let slots = Chain::all(spec)
+            .into_iter()
+            .filter_map(|c| {
+                let kind = c.stats?;
+                let n = c.columns().len();
+                let slot = match kind {
+                    StatsKind::Counts => Slot::Counts(Counts::default()),
+                    StatsKind::Moments => Slot::Moments(Moments::new()),
+                };
+                Some((c.index, vec![slot; n]))
+            })
+            .collect();
+        StatsPartial {
+            slots,
+            splits: Splits::new(spec),
+        }
+    }
+
+    /// Whether no field needs statistics.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// The fields with statistics, in field order.
+    pub fn fields(&self) -> Vec<usize> {
+        self.slots.iter().map(|(i, _)| *i).collect()
+    }
+
+    /// Adds one batch of query output.
+    pub fn update(
+        &mut self,
+        spec: &Spec,
+        batch: &RecordBatch,
+        at: &Rows<'_>,
+    ) -> Result<(), PlanError> {
+        let splits = row_splits(batch, &self.splits).map_err(|e| at.at_key("split.key", e))?;
+        let want = self.splits.stats_split;
+        let keep = |r: usize| splits.as_ref().is_none_or(|s| s[r] == want);
+        for (i, slots) in &mut self.slots {
+            let chain = Chain::new(spec, *i);
+            let name = &chain.field.name;
+            for (col_name, slot) in chain.columns().iter().zip(slots.iter_mut()) {
+                let col = super::encode::column(batch, col_name, name)?;
+                match slot {
+                    Slot::Counts(c) => {
+                        let s = Strings::read(&col).map_err(|e| at.error(name, e))?;
+                        for r in (0..batch.num_rows()).filter(|&r| keep(r)) {
+                            if let Some(v) = s.get(r) {
+                                c.push(v);
+                            }
+                        }
+                    }
+                    Slot::Moments(m) => {
+                        let mut push = |x: f64, r: usize| -> Result<(), PlanError> {
+                            let y = chain.before_stats(x);
+                            match chain.admit(y) {
+                                Ok(true) => m.push(y),
+                                Ok(false) => {}
+                                Err(msg) => {
+                                    return Err(at.error(
+                                        name,
+                                        ValueError {
+                                            row: r,
+                                            message: msg,
+                                        },
+                                    ));
+                                }
+                            }
+                            Ok(())
+                        };
+                        debug_assert_eq!(chain.path, Path::Float);
+                        if let Some(lists) = Lists::read(&col) {
+                            let vals = Floats::read(&lists.child).map_err(|e| at.error(name, e))?;
+                            for r in (0..batch.num_rows()).filter(|&r| keep(r)) {
+                                for k in lists.range(r).unwrap_or(0..0) {
+                                    if let Some(x) = vals.get(k).or(chain.field.fill_null) {
+                                        push(x, r)?;
+                                    }
+                                }
+                            }
+                        } else {
+                            let vals = Floats::read(&col).map_err(|e| at.error(name, e))?;
+                            for r in (0..batch.num_rows()).filter(|&r| keep(r)) {
+                                if let Some(x) = vals.get(r).or(chain.field.fill_null) {
+                                    push(x, r)?;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Folds a later task's statistics into these.
+    pub fn merge(&mut self, other: StatsPartial) {
+        for ((_, mine), (_, theirs)) in self.slots.iter_mut().zip(other.slots) {
+            for (a, b) in mine.iter_mut().zip(theirs) {
+                match (a, b) {
+                    (Slot::Moments(a), Slot::Moments(b)) => a.merge(&b),
+                    (Slot::Counts(a), Slot::Counts(b)) => a.merge(b),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// Freezes the statistics: per field, one entry per slot. Statistics
+    /// that overflowed to infinity are an error naming the field.
+    pub fn freeze(&self, spec: &Spec) -> Result<Vec<Option<Vec<FrozenStats>>>, PlanError> {
+        let mut out = vec![None; spec.fields.len()];
+        for (i, slots) in &self.slots {
+            let f = &spec.fields[*i];
+            let kind = f.transforms.iter().find(|t| super::needs_stats(t));
+            let mut frozen = Vec::with_capacity(slots.len());
+            for s in slots {
+                frozen.push(match (s, kind) {
+                    (Slot::Moments(m), Some(Transform::MinMax)) => FrozenStats::MinMax {
+                        min: if m.count > 0 { m.min } else { 0.0 },
+                        max: if m.count > 0 { m.max } else { 0.0 },
+                        count: m.count,
+                    },
+                    (Slot::Moments(m), _) => {
+                        let (mean, std) = (m.mean, m.std());
+                        if !mean.is_finite() || !std.is_finite() {
+                            return Err(PlanError::Encode {
+                                key: Some(format!("fields.{}", f.name)),
+                                context: "the statistics pass".into(),
+                                message: format!(
+                                    "the mean ({mean}) or standard deviation ({std}) is not a \
+                                     finite number: the values are too large to standardize; \
+                                     scale them (clip, log1p or an expr) first"
+                                ),
+                            });
+                        }
+                        FrozenStats::Standardize {
+                            mean,
+                            std,
+                            count: m.count,
+                        }
+                    }
+                    (
+                        Slot::Counts(c),
+                        Some(Transform::Vocab {
+                            min_count,
+                            max_size,
+                            oov,
+                        }),
+                    ) => {
+                        let v = c.freeze(*min_count, *max_size);
+                        FrozenStats::Vocab {
+                            counts: v.iter().map(|(_, n)| *n).collect(),
+                            values: v.into_iter().map(|(s, _)| s).collect(),
+                            oov: *oov,
+                        }
+                    }
+                    (Slot::Counts(_), _) => FrozenStats::Vocab {
+                        values: vec![],
+                        counts: vec![],
+                        oov: 0,
+                    },
+                });
+            }
+            out[*i] = Some(frozen);
+        }
+        Ok(out)
+    }
+}
