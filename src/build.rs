@@ -626,10 +626,31 @@ fn source_root(spec_path: &Path, pattern: &str, files: &[PathBuf]) -> PathBuf {
 /// DataFusion reports one ("No field named x"), so the message carries the
 /// spec file, the key path and the line; otherwise prefixes the spec file.
 fn locate(spec: &Spec, e: crate::plan::PlanError) -> BuildError {
-    if let crate::plan::PlanError::Encode { key: Some(key), .. } = &e {
-        return BuildError::Spec(spec.error_at(key, e.to_string()));
+    match &e {
+        crate::plan::PlanError::Encode { key: Some(key), .. }
+        | crate::plan::PlanError::Source { key, .. } => {
+            return BuildError::Spec(spec.error_at(key, e.to_string()));
+        }
+        _ => {}
     }
     let msg = e.to_string();
+    // Overflow in a field's expression names the field's output column.
+    if let Some(rest) = msg.split("integer overflow in __f").nth(1) {
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        if let Some(f) = digits
+            .parse::<usize>()
+            .ok()
+            .and_then(|i| spec.fields.get(i))
+        {
+            let msg = msg.replace(&format!("in __f{digits}"), "in the expression");
+            return BuildError::Spec(spec.error_at(&format!("fields.{}", f.name), msg));
+        }
+    }
+    if msg.contains("integer overflow in __split") {
+        return BuildError::Spec(
+            spec.error_at("split.key", msg.replace("in __split", "in the key")),
+        );
+    }
     let missing = msg.split("No field named ").nth(1).and_then(|rest| {
         let token: String = rest
             .trim_start_matches(['"', '`'])

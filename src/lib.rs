@@ -14,6 +14,7 @@
 pub mod bench;
 pub mod build;
 pub mod cache;
+pub mod exact;
 pub mod fingerprint;
 pub mod inspect;
 pub mod plan;

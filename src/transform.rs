@@ -3,11 +3,12 @@
 //! manifest, and the per-value arithmetic. Changing anything observable here
 //! changes the bytes tessera writes, so it must bump [`SEMANTICS_VERSION`].
 
+use crate::exact::ExactSum;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// Version of the transform semantics; part of every artifact hash.
-pub const SEMANTICS_VERSION: u32 = 1;
+pub const SEMANTICS_VERSION: u32 = 2;
 
 /// The stable 64-bit hash used by `hash_bucket` and `split`: FNV-1a over the
 /// value's UTF-8 bytes, then the SplitMix64 finalizer to spread the low bits.
@@ -43,20 +44,26 @@ pub fn split_of(key: &[u8], cumulative: &[f64]) -> usize {
         .unwrap_or(cumulative.len().saturating_sub(1))
 }
 
-/// Running moments of a numeric column, mergeable in a fixed order
-/// (Chan et al.'s parallel update), so statistics are reproducible bit for bit.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// Moments of a numeric column: the count, the exact sum of the values and
+/// of their squares, the minimum and the maximum. Exact sums make the mean and
+/// standard deviation a function of the multiset of values alone: the same
+/// bits whatever the order, the thread count or the way the input is cut.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Moments {
     /// Values seen.
     pub count: u64,
-    /// Running mean.
-    pub mean: f64,
-    /// Sum of squared deviations from the mean.
-    pub m2: f64,
+    sum: ExactSum,
+    sum_sq: ExactSum,
     /// Smallest value seen (`+inf` when empty).
     pub min: f64,
     /// Largest value seen (`-inf` when empty).
     pub max: f64,
+}
+
+impl Default for Moments {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Moments {
@@ -64,49 +71,49 @@ impl Moments {
     pub fn new() -> Self {
         Moments {
             count: 0,
-            mean: 0.0,
-            m2: 0.0,
+            sum: ExactSum::new(),
+            sum_sq: ExactSum::new(),
             min: f64::INFINITY,
             max: f64::NEG_INFINITY,
         }
     }
 
-    /// Adds one value (Welford's update).
+    /// Adds one value.
     #[inline]
     pub fn push(&mut self, x: f64) {
         self.count += 1;
-        let d = x - self.mean;
-        self.mean += d / self.count as f64;
-        self.m2 += d * (x - self.mean);
+        self.sum.add(x);
+        // x^2 exactly, as the rounded square plus its rounding error.
+        let sq = x * x;
+        self.sum_sq.add(sq);
+        if sq.is_finite() {
+            self.sum_sq.add(x.mul_add(x, -sq));
+        }
         self.min = self.min.min(x);
         self.max = self.max.max(x);
     }
 
-    /// Folds `other` (a later chunk) into `self`.
+    /// Folds `other` into `self` (in any order: the result is the same).
     pub fn merge(&mut self, other: &Moments) {
-        if other.count == 0 {
-            return;
-        }
-        if self.count == 0 {
-            *self = *other;
-            return;
-        }
-        let n = (self.count + other.count) as f64;
-        let d = other.mean - self.mean;
-        self.mean += d * other.count as f64 / n;
-        self.m2 += other.m2 + d * d * self.count as f64 * other.count as f64 / n;
         self.count += other.count;
+        self.sum.merge(&other.sum);
+        self.sum_sq.merge(&other.sum_sq);
         self.min = self.min.min(other.min);
         self.max = self.max.max(other.max);
     }
 
-    /// Population standard deviation.
-    pub fn std(&self) -> f64 {
+    /// The mean (0 when empty): the exact sum rounded once, over the count.
+    pub fn mean(&self) -> f64 {
         if self.count == 0 {
             0.0
         } else {
-            (self.m2 / self.count as f64).sqrt()
+            self.sum.to_f64() / self.count as f64
         }
+    }
+
+    /// Population standard deviation, from the exact sums.
+    pub fn std(&self) -> f64 {
+        crate::exact::variance(self.count, &self.sum, &self.sum_sq).sqrt()
     }
 }
 
@@ -256,7 +263,9 @@ mod tests {
         }
         let mean = xs.iter().sum::<f64>() / xs.len() as f64;
         let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64;
-        assert!((merged.mean - mean).abs() < 1e-9);
+        assert!((merged.mean() - mean).abs() < 1e-9);
+        assert_eq!(merged.mean().to_bits(), whole.mean().to_bits());
+        assert_eq!(merged.std().to_bits(), whole.std().to_bits());
         assert!((merged.std() - var.sqrt()).abs() < 1e-9);
         assert!((whole.std() - var.sqrt()).abs() < 1e-9);
         assert_eq!(merged.min, -3.0);

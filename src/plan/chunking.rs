@@ -24,6 +24,7 @@ use datafusion::common::JoinType;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::joins::HashJoinExec;
 use serde::{Deserialize, Serialize};
 
 /// One build task's share of the chunked source.
@@ -328,9 +329,13 @@ pub fn physical_obstacle(plan: &dyn ExecutionPlan, source: &str) -> Option<Strin
     }
     let children = plan.children();
     let keeps = plan.maintains_input_order();
+    // A hash join keeps its probe order only when the probe side is marked
+    // ordered (see `exec::OrderedInput`).
+    let is_join = plan.downcast_ref::<HashJoinExec>().is_some();
     for (i, child) in children.iter().enumerate() {
         if reads(child.as_ref(), source) {
-            if !keeps.get(i).copied().unwrap_or(false) {
+            let marked = child.downcast_ref::<super::exec::OrderedInput>().is_some();
+            if !keeps.get(i).copied().unwrap_or(false) || (is_join && !marked) {
                 return Some(plan.name().to_string());
             }
             return physical_obstacle(child.as_ref(), source);

@@ -11,12 +11,15 @@
 use super::sources::scan_source;
 use super::{PlanError, ScanMetrics, query_err};
 use datafusion::arrow::array::ArrayRef;
+use datafusion::arrow::compute::SortOptions;
 use datafusion::arrow::compute::kernels::numeric;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::{DFSchema, Result as DfResult};
 use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::TaskContext;
 use datafusion::execution::context::{SessionConfig, SessionContext};
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::memory_pool::FairSpillPool;
@@ -29,11 +32,16 @@ use datafusion::logical_expr::{
     ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
 use datafusion::optimizer::AnalyzerRule;
+use datafusion::physical_expr::expressions::Column as PhysicalColumn;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, PhysicalSortExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
-use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::execution_plan::replace_children_if_necessary;
 use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
 use datafusion::physical_plan::metrics::MetricValue;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, SendableRecordBatchStream,
+};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -88,6 +96,16 @@ pub fn session(opts: &SessionOptions) -> Result<SessionContext, PlanError> {
         rules.insert(
             at,
             Arc::new(OrientJoins {
+                source: source.clone(),
+            }),
+        );
+        let at = rules
+            .iter()
+            .position(|r| r.name() == "SanityCheckPlan")
+            .unwrap_or(rules.len());
+        rules.insert(
+            at,
+            Arc::new(MarkOrderedProbes {
                 source: source.clone(),
             }),
         );
@@ -164,6 +182,132 @@ impl PhysicalOptimizerRule for OrientJoins {
     }
 }
 
+/// Puts an [`OrderedInput`] under the probe side of every hash join that
+/// reads the chunked source, so that DataFusion emits the probe rows (matched
+/// or not) in their input order. Runs last, after dynamic filters are set up.
+#[derive(Debug)]
+struct MarkOrderedProbes {
+    source: String,
+}
+
+impl PhysicalOptimizerRule for MarkOrderedProbes {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        plan.transform_up(|node| {
+            let Some(join) = node.downcast_ref::<HashJoinExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            let right = join.right();
+            if !reads(right, &self.source)
+                || right.downcast_ref::<OrderedInput>().is_some()
+                || right.schema().fields().is_empty()
+            {
+                return Ok(Transformed::no(node));
+            }
+            let marked: Arc<dyn ExecutionPlan> = Arc::new(OrderedInput::new(Arc::clone(right)));
+            let left = Arc::clone(join.left());
+            Ok(Transformed::yes(replace_children_if_necessary(
+                Arc::clone(&node),
+                vec![left, marked],
+            )?))
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        "tessera_mark_ordered_probes"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// A pass-through node that declares its input ordered. A hash join keeps the
+/// order of its probe side (unmatched rows included) only when that side
+/// declares an ordering; the rows of a chunk task's source arrive in input
+/// order, and nothing in a chunk task's plan sorts or merges, so the
+/// declaration only switches the join to its order-keeping mode.
+#[derive(Debug)]
+pub struct OrderedInput {
+    input: Arc<dyn ExecutionPlan>,
+    properties: Arc<PlanProperties>,
+}
+
+impl OrderedInput {
+    fn new(input: Arc<dyn ExecutionPlan>) -> Self {
+        let schema = input.schema();
+        let ordering = vec![PhysicalSortExpr::new(
+            Arc::new(PhysicalColumn::new(schema.field(0).name(), 0)),
+            SortOptions::default(),
+        )];
+        let eq = EquivalenceProperties::new_with_orderings(schema, [ordering]);
+        let base = input.properties();
+        let properties = Arc::new(PlanProperties::new(
+            eq,
+            base.output_partitioning().clone(),
+            base.emission_type,
+            base.boundedness,
+        ));
+        OrderedInput { input, properties }
+    }
+}
+
+impl DisplayAs for OrderedInput {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "OrderedInput: rows in input order")
+    }
+}
+
+impl ExecutionPlan for OrderedInput {
+    fn name(&self) -> &'static str {
+        "OrderedInput"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+    ) -> DfResult<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    #[allow(deprecated)]
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        match children.pop() {
+            Some(c) if children.is_empty() => Ok(Arc::new(OrderedInput::new(c))),
+            _ => Err(datafusion::error::DataFusionError::Internal(
+                "OrderedInput takes one child".into(),
+            )),
+        }
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        self.input.execute(partition, context)
+    }
+}
+
 /// Rewrites integer `a + b`, `a - b` and `a * b` into overflow-checked calls.
 #[derive(Debug)]
 struct CheckedArithmetic;
@@ -179,7 +323,14 @@ impl AnalyzerRule for CheckedArithmetic {
             let names = NamePreserver::new(&node);
             node.map_expressions(|e| {
                 let saved = names.save(&e);
-                let out = e.transform_up(|x| checked(x, &schema))?;
+                // Overflow errors name the pass column they happen in.
+                let label = match &e {
+                    Expr::Alias(a) if a.name.starts_with("__f") || a.name == "__split" => {
+                        Some(a.name.split('_').take(3).collect::<Vec<_>>().join("_"))
+                    }
+                    _ => None,
+                };
+                let out = e.transform_up(|x| checked(x, &schema, label.as_deref()))?;
                 Ok(if out.transformed {
                     out.update_data(|e| saved.restore(e))
                 } else {
@@ -195,7 +346,7 @@ impl AnalyzerRule for CheckedArithmetic {
     }
 }
 
-fn checked(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
+fn checked(e: Expr, schema: &DFSchema, label: Option<&str>) -> DfResult<Transformed<Expr>> {
     let Expr::BinaryExpr(BinaryExpr { left, op, right }) = &e else {
         return Ok(Transformed::no(e));
     };
@@ -211,7 +362,7 @@ fn checked(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
     if !(lt.is_integer() && lt == rt) {
         return Ok(Transformed::no(e));
     }
-    let udf = Arc::new(ScalarUDF::new_from_impl(CheckedOp::new(kind)));
+    let udf = Arc::new(ScalarUDF::new_from_impl(CheckedOp::new(kind, label)));
     Ok(Transformed::yes(Expr::ScalarFunction(
         ScalarFunction::new_udf(udf, vec![left.as_ref().clone(), right.as_ref().clone()]),
     )))
@@ -228,13 +379,16 @@ enum ArithOp {
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct CheckedOp {
     op: ArithOp,
+    /// The pass column the expression computes (`__f3`, `__split`), if any.
+    label: Option<String>,
     signature: Signature,
 }
 
 impl CheckedOp {
-    fn new(op: ArithOp) -> Self {
+    fn new(op: ArithOp, label: Option<&str>) -> Self {
         CheckedOp {
             op,
+            label: label.map(str::to_string),
             signature: Signature::any(2, Volatility::Immutable),
         }
     }
@@ -272,8 +426,12 @@ impl ScalarUDFImpl for CheckedOp {
         }
         .map_err(|e| {
             datafusion::error::DataFusionError::Execution(format!(
-                "integer overflow: {} (the result does not fit {}; CAST to a wider type or \
+                "integer overflow{}: {} (the result does not fit {}; CAST to a wider type or \
                  to DOUBLE first)",
+                self.label
+                    .as_deref()
+                    .map(|l| format!(" in {l}"))
+                    .unwrap_or_default(),
                 e.to_string().trim_start_matches("Arithmetic overflow: "),
                 a.data_type()
             ))

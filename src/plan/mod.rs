@@ -21,7 +21,7 @@ mod chain;
 pub mod chunking;
 mod csv;
 mod encode;
-mod exec;
+pub(crate) mod exec;
 mod pruning;
 pub mod sources;
 mod split;
@@ -70,6 +70,14 @@ pub enum PlanError {
         /// Where: the row and the task's input.
         context: String,
         /// What is wrong, quoting the value.
+        message: String,
+    },
+    /// A source's files cannot be read as one table.
+    #[error("{message}")]
+    Source {
+        /// The spec key (`sources.<name>.path`).
+        key: String,
+        /// What is wrong, naming the file.
         message: String,
     },
     /// Writing a shard failed.
@@ -205,7 +213,12 @@ impl Planner {
         let probe = exec::session(&planning_options(&opts, None))?;
         let mut tables = BTreeMap::new();
         for src in &spec.sources {
-            let t = rt.block_on(SourceTable::open(src, &probe))?;
+            let t = rt
+                .block_on(SourceTable::open(src, &probe))
+                .map_err(|e| PlanError::Source {
+                    key: format!("sources.{}.path", src.name),
+                    message: e.to_string(),
+                })?;
             tables.insert(src.name.clone(), Arc::new(t));
         }
         let sql = sql::pass_sql(&spec, sql::Columns::All, false);
@@ -298,7 +311,8 @@ impl Planner {
         Ok(Planner {
             logical: format!("{}", logical.display_indent()),
             logical_plan: logical.clone(),
-            physical: format!("{}", displayable(physical.as_ref()).indent(true)),
+            physical: format!("{}\n", displayable(physical.as_ref()).indent(true))
+                .replace("\n\n", "\n"),
             spec,
             tables,
             decision,

@@ -44,8 +44,8 @@ impl Rows<'_> {
         PlanError::Encode {
             key: Some(key.to_string()),
             context: format!(
-                "row {} of the query output for {}",
-                self.first + e.row as u64,
+                "row {} of the query output (counting from 1) for {}",
+                self.first + e.row as u64 + 1,
                 self.what
             ),
             message: e.message,
@@ -180,7 +180,7 @@ impl StatsPartial {
                         count: m.count,
                     },
                     (Slot::Moments(m), _) => {
-                        let (mean, std) = (m.mean, m.std());
+                        let (mean, std) = (m.mean(), m.std());
                         if !mean.is_finite() || !std.is_finite() {
                             return Err(PlanError::Encode {
                                 key: Some(format!("fields.{}", f.name)),
