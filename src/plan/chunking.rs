@@ -335,7 +335,10 @@ pub fn physical_obstacle(plan: &dyn ExecutionPlan, source: &str) -> Option<Strin
     for (i, child) in children.iter().enumerate() {
         if reads(child.as_ref(), source) {
             let marked = child.downcast_ref::<super::exec::OrderedInput>().is_some();
-            if !keeps.get(i).copied().unwrap_or(false) || (is_join && !marked) {
+            // UnnestExec declares no order kept (the unnested column's order
+            // changes), but emits each input row's rows together, in order.
+            let kept = keeps.get(i).copied().unwrap_or(false) || plan.name() == "UnnestExec";
+            if !kept || (is_join && !marked) {
                 return Some(plan.name().to_string());
             }
             return physical_obstacle(child.as_ref(), source);
