@@ -655,3 +655,35 @@ fn explain_prints_the_decision_and_the_chunks() {
     );
     assert!(text.contains("physical plan:"), "{text}");
 }
+
+#[test]
+fn a_query_over_the_memory_limit_names_the_limit() {
+    let fx = Fixture::new();
+    fx.parquet("a.parquet", &kv_batch(0..200_000, 1000), 20_000);
+    fx.parquet("b.parquet", &kv_batch(0..200_000, 1000), 20_000);
+    let spec = fx.text(
+        "m.yaml",
+        "version: 1\nname: m\nsources:\n  a: { path: a.parquet }\n  b: { path: b.parquet }\n\
+         query: SELECT a.id, b.x FROM a JOIN b ON a.id = b.id\nfields:\n  id: { dtype: i64, column: id }\n",
+    );
+    let e = build(
+        &spec,
+        &BuildOptions {
+            cache_dir: Some(fx.path("cache")),
+            threads: Some(2),
+            memory_limit: Some(256 << 10),
+            progress: ProgressMode::Quiet,
+        },
+    )
+    .expect_err("over the limit")
+    .to_string();
+    assert!(e.contains("--memory-limit 256.0 KiB") || e.contains("--memory-limit 262144"), "{e}");
+    assert!(e.contains("raise --memory-limit"), "{e}");
+    // Nothing was published.
+    let published = std::fs::read_dir(fx.path("cache"))
+        .expect("cache")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().len() == 64)
+        .count();
+    assert_eq!(published, 0);
+}
