@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from compare import multiset_mismatch
@@ -75,12 +76,37 @@ def _same_sequence(q: Q, a: Build, b: Build, what: str) -> None:
     lines = []
     for name in sorted(set(da) | set(db)):
         ra, rb = da.get(name), db.get(name)
-        if ra != rb:
-            ca = ra[0] if ra else None
-            cb = rb[0] if rb else None
-            lines.append(f"split {name!r}: {ca} vs {cb} rows" + (", same count, other records or order"
-                                                                 if ca == cb else ""))
+        if ra == rb:
+            continue
+        ca = ra[0] if ra else None
+        cb = rb[0] if rb else None
+        line = f"split {name!r}: {ca} vs {cb} rows"
+        if ca == cb and ca:
+            line += ", " + _how_sequences_differ(q, a.shards.split_records(name), b.shards.split_records(name), a, b)
+        lines.append(line)
     raise AssertionError(f"{q.id}: {what}: record sequences differ\n" + "\n".join(lines))
+
+
+def _how_sequences_differ(q: Q, ra: np.ndarray, rb: np.ndarray, a: Build, b: Build) -> str:
+    """Same records in another order, or other values (which fields, by how much)."""
+    diff_rows = np.nonzero((ra != rb).any(axis=1))[0]
+    first = int(diff_rows[0])
+    va = ra.view(np.dtype((np.void, ra.shape[1]))).ravel()
+    vb = rb.view(np.dtype((np.void, rb.shape[1]))).ravel()
+    if np.array_equal(np.sort(va), np.sort(vb)):
+        return f"the same records in another order ({len(diff_rows)} positions differ, first at record {first})"
+    fa, fb = a.shards.decoded(ra), b.shards.decoded(rb)
+    parts = []
+    for f in q.fields:
+        x, y = fa[f.name], fb[f.name]
+        neq = (x != y).reshape(len(x), -1).any(axis=1)
+        if neq.any():
+            part = f"{f.name}: {int(neq.sum())} rows"
+            if x.dtype.kind == "f":
+                rel = np.abs(x.astype(np.float64) - y) / np.maximum(np.abs(y.astype(np.float64)), 1e-300)
+                part += f" (max relative difference {float(np.nanmax(rel)):.2e})"
+            parts.append(part)
+    return f"other values, first at record {first}: " + "; ".join(parts)
 
 
 @pytest.mark.parametrize("q", QUERIES, ids=IDS)
