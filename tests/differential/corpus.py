@@ -9,7 +9,9 @@ no CAST of floats to integers (DuckDB rounds, DataFusion truncates), no
 hashing of floats, booleans or dates (their text differs between engines).
 
 Tables: fact (the chunked source), dimk (Parquet), dimc (CSV), dimu (NDJSON),
-events (hive-partitioned, region/day partition columns, read as strings).
+events (hive-partitioned, region/day partition columns, read as strings),
+fcsv and fjson (the fact table's scalar columns as CSV and NDJSON files, the
+chunked source of the queries that read them).
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ CHUNKED = "chunked"
 GLOBAL = "global"
 EITHER = "either"  # both plans are correct; the record checks decide
 
-TABLES = ("fact", "dimk", "dimc", "dimu", "events")
+TABLES = ("fact", "dimk", "dimc", "dimu", "events", "fcsv", "fjson")
+# Tables whose files are cut (exactly one per query).
+CUT_TABLES = ("fact", "events", "fcsv", "fjson")
 
 
 @dataclass(frozen=True)
@@ -80,11 +84,11 @@ class Q:
 
     @property
     def cut_table(self) -> str:
-        """The table whose files are cut (fact, or events for hive queries)."""
-        ts = self.tables
-        if "fact" in ts and "events" in ts:
-            raise ValueError(f"{self.id}: reads both fact and events")
-        return "events" if "events" in ts else "fact"
+        """The table whose files are cut: fact, events (hive), fcsv or fjson."""
+        cut = [t for t in self.tables if t in CUT_TABLES]
+        if len(cut) != 1:
+            raise ValueError(f"{self.id}: reads {cut or 'none'} of {CUT_TABLES}; exactly one is cut")
+        return cut[0]
 
 
 def fs(*fields: F) -> Tuple[F, ...]:
@@ -171,7 +175,27 @@ QUERIES: List[Q] = [
     Q("split_row_local", "SELECT id, u, x, y FROM fact",
       fs(ID, F("u", "i64"), F("x", "f64", fill_null=0), F("ys", "f64", column="y", standardize=True)), CHUNKED,
       split=Split("u")),
+    Q("empty_result", "SELECT id, x FROM fact WHERE x > 1000", fs(ID, F("x", "f64")), CHUNKED),
+    Q("csv_projection", "SELECT id, k, x, s, length(s) AS ls FROM fcsv",
+      fs(ID, F("k", "i32", fill_null=-1), F("x", "f64", fill_null=0), F("s", "i32", hash=1 << 20),
+         F("ls", "i32", fill_null=-1)), CHUNKED),
+    Q("csv_join_filter", "SELECT f.id, f.y * c.factor AS v, c.label FROM fcsv f JOIN dimc c ON f.c = c.c WHERE f.n > 0",
+      fs(ID, F("v", "f64"), F("label", "i32", hash=7919)), CHUNKED, filter="v > -20"),
+    Q("json_projection", "SELECT id, u, x, s FROM fjson WHERE k < 50",
+      fs(ID, F("u", "i64"), F("x", "f64", fill_null=0), F("s", "i32", hash=1 << 20)), CHUNKED),
+    Q("json_left_join", "SELECT f.id, dm.name, dm.weight FROM fjson f LEFT JOIN dimk dm ON f.k = dm.k",
+      fs(ID, F("name", "i32", hash=100003), F("weight", "f64", fill_null=0)), CHUNKED),
     # --------------------------------------------------------------- global
+    Q("group_by_empty", "SELECT k, COUNT(*) AS n FROM fact WHERE x > 1000 GROUP BY k",
+      fs(F("k", "i32", fill_null=-1), F("n", "i64")), GLOBAL),
+    Q("count_star_empty", "SELECT COUNT(*) AS n, COUNT(x) AS nx FROM fact WHERE x > 1000",
+      fs(F("n", "i64"), F("nx", "i64")), GLOBAL),
+    Q("csv_group_by", "SELECT s, COUNT(*) AS cnt, SUM(x) AS sx, AVG(y) AS ay FROM fcsv GROUP BY s",
+      fs(F("s", "i32", hash=1 << 20), F("cnt", "i64"), F("sx", "f64", fill_null=0), F("ay", "f64")), GLOBAL),
+    Q("json_window", "SELECT id, ROW_NUMBER() OVER (PARTITION BY c ORDER BY id) AS rn FROM fjson",
+      fs(ID, F("rn", "i64")), GLOBAL),
+    Q("json_count_distinct", "SELECT COUNT(DISTINCT s) AS ds, COUNT(*) AS n FROM fjson",
+      fs(F("ds", "i64"), F("n", "i64")), GLOBAL),
     Q("group_by_count", "SELECT k, COUNT(*) AS n FROM fact GROUP BY k",
       fs(F("k", "i32", fill_null=-1), F("n", "i64")), GLOBAL),
     Q("group_by_aggregates",

@@ -10,6 +10,9 @@ Tables (names are the SQL table names both engines see):
           Written three ways over the same rows in the same order:
             fact_5/  five files, several row groups each (the default)
             fact_1/  one file, many row groups (cut by `chunks:` in a variant)
+  fcsv    the fact table's scalar columns as CSV (fcsv_5/, fcsv_1/): strings
+          quoted, with commas and quotes inside, nulls as empty fields
+  fjson   the same as newline-delimited JSON (fjson_5/, fjson_1/)
   dimk    Parquet dimension on `k`, with keys that no fact row has
   dimc    CSV dimension on `c`
   dimu    newline-delimited JSON dimension on `u` (missing keys are nulls)
@@ -44,7 +47,11 @@ WORDS = [
     "banana", "bandana", "cabana", "apple", "appletree", "café", "crème",
     "naïve", "日本", "東京都", "x", "yy", "", "a b c", "Mixed Case", "UPPER",
     "trailing ", " leading", "dash-ed", "under_score", "42", "-7",
+    "comma, inside", 'quote "q" inside', "semi;colon",
 ]
+# Columns of the fact table also written as CSV and NDJSON (no dates: their
+# inference from text is engine-specific).
+TEXT_COLUMNS = ["id", "k", "c", "u", "x", "y", "n", "s"]
 COUNTRIES = ["de", "fr", "us", "jp", "br", "in", "ng", "au"]
 LABELS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu"]
 REGIONS = ["apac", "eu", "us"]
@@ -124,6 +131,31 @@ def write_split(table: pa.Table, directory: Path, files: int, group_rows: int, s
     return paths
 
 
+def text_fact(table: pa.Table) -> pa.Table:
+    """The fact columns written as text. An empty string would read back as
+    null in one engine and as "" in the other, so it is spelled out."""
+    t = table.select(TEXT_COLUMNS)
+    s = pa.array([None if v is None else (v or "(empty)") for v in t.column("s").to_pylist()], pa.string())
+    return t.set_column(t.schema.get_field_index("s"), "s", s)
+
+
+def write_text_split(table: pa.Table, directory: Path, files: int, fmt: str) -> None:
+    """Like write_split, as CSV (header in every file) or NDJSON."""
+    import pyarrow.csv as pacsv
+
+    directory.mkdir(parents=True, exist_ok=True)
+    n = table.num_rows
+    bounds = [n * i // files for i in range(files + 1)]
+    for i in range(files):
+        part = table.slice(bounds[i], bounds[i + 1] - bounds[i])
+        if fmt == "csv":
+            pacsv.write_csv(part, directory / f"part-{i:03d}.csv")
+        else:
+            with (directory / f"part-{i:03d}.jsonl").open("w", encoding="utf-8") as f:
+                for row in part.to_pylist():
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
 def dimk_table(seed: int = 9) -> pa.Table:
     rng = np.random.default_rng(seed)
     n = 250  # keys 200..249 have no fact row
@@ -195,6 +227,9 @@ class Inputs:
     def fact_dir(self, layout: str) -> Path:
         return self.root / f"fact_{layout}"
 
+    def table_dir(self, table: str, layout: str) -> Path:
+        return self.root / f"{table}_{layout}"
+
     def events_dir(self, layout: str) -> Path:
         return self.root / f"events_{layout}"
 
@@ -215,13 +250,17 @@ def generate(root: Path) -> Inputs:
     """Writes every input under `root` (skipped when a finished marker from an
     identical generation is present)."""
     root.mkdir(parents=True, exist_ok=True)
-    marker = root / ".generated-v2"
+    marker = root / ".generated-v3"
     inputs = Inputs(root)
     if marker.exists():
         return inputs
     fact = fact_table()
     write_split(fact, inputs.fact_dir("5"), FACT_FILES, FACT_GROUP_ROWS)
     write_split(fact, inputs.fact_dir("1"), 1, FACT_GROUP_ROWS)
+    text = text_fact(fact)
+    for layout, files in (("5", FACT_FILES), ("1", 1)):
+        write_text_split(text, inputs.table_dir("fcsv", layout), files, "csv")
+        write_text_split(text, inputs.table_dir("fjson", layout), files, "json")
     pq.write_table(dimk_table(), inputs.dimk, row_group_size=100)
     write_dimc(inputs.dimc)
     write_dimu(inputs.dimu)

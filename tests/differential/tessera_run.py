@@ -3,7 +3,8 @@
 Each query is built in three cuttings of its cut table (the fact table, or
 the hive table for hive queries):
 
-  many         the default: fact as 5 files, events with 3 files per partition
+  many         the default: fact (and fcsv, fjson) as 5 files, events with 3
+               files per partition
   one          the same rows as 1 file (1 file per partition for events)
   one_chunked  `one` plus the top-level spec key `chunks: { target_bytes }`,
                so the build cuts the file into row-group ranges
@@ -27,7 +28,8 @@ from shardset import ShardSet, read_shard_set
 
 VARIANTS = ("many", "one", "one_chunked")
 SHARD_TARGET = "64KiB"
-# About one or two of the fact file's row groups (about 100 KB each).
+# About one of the fact file's row groups (about 100 KB each); 30 to 50
+# byte ranges of the single CSV and NDJSON files.
 CHUNK_TARGET = "128KiB"
 
 
@@ -103,6 +105,10 @@ def corpus_sources(q: Q, inputs: Inputs, variant: str) -> Dict[str, SourceDecl]:
             out[t] = SourceDecl(str(inputs.fact_dir(layout) / "*.parquet"), chunk=cut == "fact")
         elif t == "events":
             out[t] = SourceDecl(str(inputs.events_dir(events_layout)), format="parquet", chunk=cut == "events")
+        elif t == "fcsv":
+            out[t] = SourceDecl(str(inputs.table_dir("fcsv", layout) / "*.csv"), chunk=cut == t)
+        elif t == "fjson":
+            out[t] = SourceDecl(str(inputs.table_dir("fjson", layout) / "*.jsonl"), chunk=cut == t)
         elif t == "dimk":
             out[t] = SourceDecl(str(inputs.dimk))
         elif t == "dimc":
@@ -122,7 +128,11 @@ def duck_views(inputs: Inputs) -> Dict[str, str]:
         return "'" + str(p).replace("'", "''") + "'"
 
     fact_files = sorted(inputs.fact_dir("5").glob("*.parquet"))
+    csv_files = sorted(inputs.table_dir("fcsv", "5").glob("*.csv"))
+    json_files = sorted(inputs.table_dir("fjson", "5").glob("*.jsonl"))
     return {
+        "fcsv": "read_csv([" + ", ".join(lit(p) for p in csv_files) + "], header = true)",
+        "fjson": "read_json([" + ", ".join(lit(p) for p in json_files) + "], format = 'newline_delimited')",
         "fact": "read_parquet([" + ", ".join(lit(p) for p in fact_files) + "])",
         "dimk": f"read_parquet({lit(inputs.dimk)})",
         "dimc": f"read_csv({lit(inputs.dimc)}, header = true)",
@@ -166,8 +176,8 @@ class Builder:
     binary: str
     inputs: Inputs
     workdir: Path
-    _done: Dict[Tuple[str, str, int], Build] = field(default_factory=dict)
-    _failed: Dict[Tuple[str, str, int], BuildFailed] = field(default_factory=dict)
+    _done: Dict[Tuple[str, str, int], Build] = field(default_factory=dict, repr=False)
+    _failed: Dict[Tuple[str, str, int], BuildFailed] = field(default_factory=dict, repr=False)
 
     def spec_path(self, q: Q, variant: str) -> Path:
         if variant not in VARIANTS:
