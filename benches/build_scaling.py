@@ -34,7 +34,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -101,7 +102,14 @@ def spec_text(data: Path, chunk_target: Optional[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build_once(binary: str, spec: Path, threads: int, scratch: Path) -> Dict[str, object]:
+@dataclass
+class Run:
+    wall: float
+    cpu: float
+    report: Dict[str, Any]
+
+
+def build_once(binary: str, spec: Path, threads: int, scratch: Path) -> Run:
     """One build in a fresh cache: wall seconds, the child's CPU seconds (user +
     system: CPU / wall is the parallelism it reached) and its JSON report."""
     cache = Path(tempfile.mkdtemp(prefix=f"cache-t{threads}-", dir=scratch))
@@ -120,7 +128,7 @@ def build_once(binary: str, spec: Path, threads: int, scratch: Path) -> Dict[str
         report = json.loads(so.strip().splitlines()[-1])
         if report.get("cache_hit"):
             sys.exit("unexpected cache hit: the cache directory was fresh")
-        return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "report": report}
+        return Run(wall, usage.ru_utime + usage.ru_stime, report)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
 
@@ -156,33 +164,32 @@ def main() -> None:
         spec = scratch / "spec.yaml"
         spec.write_text(spec_text(data, args.chunk_target))
         warm(data)
-        runs: Dict[int, List[Dict[str, object]]] = {1: [], 2: []}
+        runs: Dict[int, List[Run]] = {1: [], 2: []}
         for _ in range(args.repeat):
             for threads in (1, 2):
                 runs[threads].append(build_once(args.tessera, spec, threads, scratch))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
-    med = {t: statistics.median(float(r["wall"]) for r in rs) for t, rs in runs.items()}
+    med = {t: statistics.median(r.wall for r in rs) for t, rs in runs.items()}
     print()
-    cpu = {t: statistics.median(float(r["cpu"]) for r in rs) for t, rs in runs.items()}
+    cpu = {t: statistics.median(r.cpu for r in rs) for t, rs in runs.items()}
     print("| threads | wall s (median of %d) | CPU s | CPU / wall | input MB/s | rows kept | chunks | plan |"
           % args.repeat)
     print("|---:|---:|---:|---:|---:|---:|---:|---|")
     for t in (1, 2):
-        rep = runs[t][-1]["report"]
-        assert isinstance(rep, dict)
+        rep = runs[t][-1].report
         kept = rep.get("rows_kept", "?")
         print(f"| {t} | {med[t]:.2f} | {cpu[t]:.2f} | {cpu[t] / med[t]:.2f} | {size / 1e6 / med[t]:.0f} | {kept} "
               f"| {rep.get('chunks', '?')} | {rep.get('plan', 'not reported')} |")
-    hashes = {r["report"]["hash"] for rs in runs.values() for r in rs}  # type: ignore[index]
+    hashes = {r.report["hash"] for rs in runs.values() for r in rs}
     speedup = med[1] / med[2]
     print()
     print(f"same artifact hash for every run: {len(hashes) == 1}")
     verdict = "meets" if speedup >= BAR else "misses"
     print(f"speed-up, 2 threads over 1: {speedup:.2f}x ({verdict} the bar of >= {BAR}x)")
     if args.repeat > 1:
-        print("all runs (s): " + "; ".join(f"{t} thread(s): " + ", ".join(f"{float(r['wall']):.2f}" for r in rs)
+        print("all runs (s): " + "; ".join(f"{t} thread(s): " + ", ".join(f"{r.wall:.2f}" for r in rs)
                                            for t, rs in runs.items()))
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores"
           " (other work on the machine lowers the 2-thread figure)")

@@ -95,7 +95,7 @@ def _list(f: F, arr: np.ndarray) -> np.ndarray:
     for r, v in enumerate(_values(arr)):
         if v is None:
             continue  # a null list is all padding
-        items = list(v)[: f.length]
+        items = list(v)[: f.length]  # type: ignore[call-overload]
         for j, x in enumerate(items):
             if x is None:
                 if f.fill_null is None:

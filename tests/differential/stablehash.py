@@ -6,7 +6,7 @@ DuckDB's answer."""
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Sequence
 
 import numpy as np
 
@@ -72,6 +72,3 @@ def split_index(hashes: np.ndarray, weights: Iterable[float]) -> np.ndarray:
         assigned |= hit
     return idx
 
-
-def opt_int(v: Optional[object]) -> Optional[int]:
-    return None if v is None else int(v)  # type: ignore[arg-type]
