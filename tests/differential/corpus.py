@@ -71,6 +71,7 @@ class Q:
     duck: Optional[str] = None  # DuckDB's text, when it must differ
     filter: Optional[str] = None
     split: Optional[Split] = None
+    shuffle: Optional[int] = None  # order: { shuffle_seed }
     note: str = ""
 
     @property
@@ -175,6 +176,11 @@ QUERIES: List[Q] = [
     Q("split_row_local", "SELECT id, u, x, y FROM fact",
       fs(ID, F("u", "i64"), F("x", "f64", fill_null=0), F("ys", "f64", column="y", standardize=True)), CHUNKED,
       split=Split("u")),
+    Q("pruned_id_range", "SELECT id, x, s FROM fact",
+      fs(ID, F("x", "f64", fill_null=0), F("s", "i32", hash=1 << 20)), CHUNKED,
+      filter="id >= 22500 AND id < 26700", note="row groups and files pruned by statistics; crosses a file"),
+    Q("shuffled_join", "SELECT f.id, f.u, c.label FROM fact f JOIN dimc c ON f.c = c.c WHERE f.x > -100",
+      fs(ID, F("u", "i64"), F("label", "i32", hash=7919)), CHUNKED, split=Split("u"), shuffle=7),
     Q("empty_result", "SELECT id, x FROM fact WHERE x > 1000", fs(ID, F("x", "f64")), CHUNKED),
     Q("csv_projection", "SELECT id, k, x, s, length(s) AS ls FROM fcsv",
       fs(ID, F("k", "i32", fill_null=-1), F("x", "f64", fill_null=0), F("s", "i32", hash=1 << 20),
@@ -186,6 +192,10 @@ QUERIES: List[Q] = [
     Q("json_left_join", "SELECT f.id, dm.name, dm.weight FROM fjson f LEFT JOIN dimk dm ON f.k = dm.k",
       fs(ID, F("name", "i32", hash=100003), F("weight", "f64", fill_null=0)), CHUNKED),
     # --------------------------------------------------------------- global
+    Q("union_all_duplicates", "SELECT c FROM fact UNION ALL SELECT c FROM dimc",
+      fs(F("c", "i64")), GLOBAL),
+    Q("shuffled_group_by", "SELECT u, COUNT(*) AS n, SUM(y) AS sy FROM fact GROUP BY u",
+      fs(F("u", "i64"), F("n", "i64"), F("sy", "f64")), GLOBAL, shuffle=11),
     Q("group_by_empty", "SELECT k, COUNT(*) AS n FROM fact WHERE x > 1000 GROUP BY k",
       fs(F("k", "i32", fill_null=-1), F("n", "i64")), GLOBAL),
     Q("count_star_empty", "SELECT COUNT(*) AS n, COUNT(x) AS nx FROM fact WHERE x > 1000",

@@ -8,7 +8,8 @@ Tables (names are the SQL table names both engines see):
           integers with negatives, strings with non-ASCII text, dates,
           timestamps, an integer list column and a boolean.
           Written three ways over the same rows in the same order:
-            fact_5/  five files, several row groups each (the default)
+            fact_5/  five files, several row groups each (the default), and
+                     two empty ones between them
             fact_1/  one file, many row groups (cut by `chunks:` in a variant)
   fcsv    the fact table's scalar columns as CSV (fcsv_5/, fcsv_1/): strings
           quoted, with commas and quotes inside, nulls as empty fields
@@ -156,6 +157,17 @@ def write_text_split(table: pa.Table, directory: Path, files: int, fmt: str) -> 
                     f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
+def write_empty_parts(inputs: "Inputs", fact: pa.Table, text: pa.Table) -> None:
+    """Exports often hold empty part files. The multi-file layouts get them
+    between their files (the names sort there): Parquet files with no row
+    group and with one empty row group, and a CSV file with only its header."""
+    import pyarrow.csv as pacsv
+
+    pq.ParquetWriter(inputs.fact_dir("5") / "part-001a.parquet", fact.schema).close()
+    pq.write_table(fact.slice(0, 0), inputs.fact_dir("5") / "part-003a.parquet")
+    pacsv.write_csv(text.slice(0, 0), inputs.table_dir("fcsv", "5") / "part-001a.csv")
+
+
 def dimk_table(seed: int = 9) -> pa.Table:
     rng = np.random.default_rng(seed)
     n = 250  # keys 200..249 have no fact row
@@ -250,7 +262,7 @@ def generate(root: Path) -> Inputs:
     """Writes every input under `root` (skipped when a finished marker from an
     identical generation is present)."""
     root.mkdir(parents=True, exist_ok=True)
-    marker = root / ".generated-v3"
+    marker = root / ".generated-v4"
     inputs = Inputs(root)
     if marker.exists():
         return inputs
@@ -261,6 +273,7 @@ def generate(root: Path) -> Inputs:
     for layout, files in (("5", FACT_FILES), ("1", 1)):
         write_text_split(text, inputs.table_dir("fcsv", layout), files, "csv")
         write_text_split(text, inputs.table_dir("fjson", layout), files, "json")
+    write_empty_parts(inputs, fact, text)
     pq.write_table(dimk_table(), inputs.dimk, row_group_size=100)
     write_dimc(inputs.dimc)
     write_dimu(inputs.dimu)

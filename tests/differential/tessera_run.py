@@ -89,6 +89,8 @@ def spec_text(name: str, q: Q, sources: Mapping[str, SourceDecl], chunk_target: 
     if q.split is not None:
         w = ", ".join(f"{n}: {ynum(x)}" for n, x in q.split.weights)
         lines.append(f"split: {{ key: {yq(q.split.key)}, weights: {{ {w} }} }}")
+    if q.shuffle is not None:
+        lines.append(f"order: {{ shuffle_seed: {q.shuffle} }}")
     lines.append(f"shards: {{ target_bytes: {SHARD_TARGET} }}")
     if chunk_target is not None:
         lines.append(f"chunks: {{ target_bytes: {chunk_target} }}")
