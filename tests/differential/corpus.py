@@ -11,7 +11,8 @@ hashing of floats, booleans or dates (their text differs between engines).
 Tables: fact (the chunked source), dimk (Parquet), dimc (CSV), dimu (NDJSON),
 events (hive-partitioned, region/day partition columns, read as strings),
 fcsv and fjson (the fact table's scalar columns as CSV and NDJSON files, the
-chunked source of the queries that read them).
+chunked source of the queries that read them), fcsvq (fcsv with line breaks
+inside some quoted strings).
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ CHUNKED = "chunked"
 GLOBAL = "global"
 EITHER = "either"  # both plans are correct; the record checks decide
 
-TABLES = ("fact", "dimk", "dimc", "dimu", "events", "fcsv", "fjson")
+TABLES = ("fact", "dimk", "dimc", "dimu", "events", "fcsv", "fjson", "fcsvq")
 # Tables whose files are cut (exactly one per query).
-CUT_TABLES = ("fact", "events", "fcsv", "fjson")
+CUT_TABLES = ("fact", "events", "fcsv", "fjson", "fcsvq")
 
 
 @dataclass(frozen=True)
@@ -187,6 +188,9 @@ QUERIES: List[Q] = [
          F("ls", "i32", fill_null=-1)), CHUNKED),
     Q("csv_join_filter", "SELECT f.id, f.y * c.factor AS v, c.label FROM fcsv f JOIN dimc c ON f.c = c.c WHERE f.n > 0",
       fs(ID, F("v", "f64"), F("label", "i32", hash=7919)), CHUNKED, filter="v > -20"),
+    Q("csv_quoted_line_breaks", "SELECT id, s, length(s) AS ls, x FROM fcsvq",
+      fs(ID, F("s", "i64", hash=1 << 40), F("ls", "i32", fill_null=-1), F("x", "f64", fill_null=0)), CHUNKED,
+      note="a byte range that starts after a line break inside quotes starts mid-record"),
     Q("json_projection", "SELECT id, u, x, s FROM fjson WHERE k < 50",
       fs(ID, F("u", "i64"), F("x", "f64", fill_null=0), F("s", "i32", hash=1 << 20)), CHUNKED),
     Q("json_left_join", "SELECT f.id, dm.name, dm.weight FROM fjson f LEFT JOIN dimk dm ON f.k = dm.k",
@@ -202,6 +206,8 @@ QUERIES: List[Q] = [
       fs(F("n", "i64"), F("nx", "i64")), GLOBAL),
     Q("csv_group_by", "SELECT s, COUNT(*) AS cnt, SUM(x) AS sx, AVG(y) AS ay FROM fcsv GROUP BY s",
       fs(F("s", "i32", hash=1 << 20), F("cnt", "i64"), F("sx", "f64", fill_null=0), F("ay", "f64")), GLOBAL),
+    Q("csv_quoted_line_breaks_count", "SELECT COUNT(*) AS n, COUNT(DISTINCT s) AS ds, SUM(x) AS sx FROM fcsvq",
+      fs(F("n", "i64"), F("ds", "i64"), F("sx", "f64")), GLOBAL),
     Q("json_window", "SELECT id, ROW_NUMBER() OVER (PARTITION BY c ORDER BY id) AS rn FROM fjson",
       fs(ID, F("rn", "i64")), GLOBAL),
     Q("json_count_distinct", "SELECT COUNT(DISTINCT s) AS ds, COUNT(*) AS n FROM fjson",

@@ -14,6 +14,7 @@ Tables (names are the SQL table names both engines see):
   fcsv    the fact table's scalar columns as CSV (fcsv_5/, fcsv_1/): strings
           quoted, with commas and quotes inside, nulls as empty fields
   fjson   the same as newline-delimited JSON (fjson_5/, fjson_1/)
+  fcsvq   fcsv with line breaks inside some quoted strings (fcsvq_5/, fcsvq_1/)
   dimk    Parquet dimension on `k`, with keys that no fact row has
   dimc    CSV dimension on `c`
   dimu    newline-delimited JSON dimension on `u` (missing keys are nulls)
@@ -157,6 +158,14 @@ def write_text_split(table: pa.Table, directory: Path, files: int, fmt: str) -> 
                     f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
+def with_line_breaks(text: pa.Table) -> pa.Table:
+    """The text fact with line breaks inside some quoted strings (valid CSV:
+    a line start is not always a record start)."""
+    vals = text.column("s").to_pylist()
+    out = [v if v is None or i % 11 else f"{v}\nsecond line, {i % 5}" for i, v in enumerate(vals)]
+    return text.set_column(text.schema.get_field_index("s"), "s", pa.array(out, pa.string()))
+
+
 def write_empty_parts(inputs: "Inputs", fact: pa.Table, text: pa.Table) -> None:
     """Exports often hold empty part files. The multi-file layouts get them
     between their files (the names sort there): Parquet files with no row
@@ -262,7 +271,7 @@ def generate(root: Path) -> Inputs:
     """Writes every input under `root` (skipped when a finished marker from an
     identical generation is present)."""
     root.mkdir(parents=True, exist_ok=True)
-    marker = root / ".generated-v4"
+    marker = root / ".generated-v5"
     inputs = Inputs(root)
     if marker.exists():
         return inputs
@@ -274,6 +283,9 @@ def generate(root: Path) -> Inputs:
         write_text_split(text, inputs.table_dir("fcsv", layout), files, "csv")
         write_text_split(text, inputs.table_dir("fjson", layout), files, "json")
     write_empty_parts(inputs, fact, text)
+    quoted = with_line_breaks(text)
+    for layout, files in (("5", FACT_FILES), ("1", 1)):
+        write_text_split(quoted, inputs.table_dir("fcsvq", layout), files, "csv")
     pq.write_table(dimk_table(), inputs.dimk, row_group_size=100)
     write_dimc(inputs.dimc)
     write_dimu(inputs.dimu)

@@ -109,6 +109,8 @@ def corpus_sources(q: Q, inputs: Inputs, variant: str) -> Dict[str, SourceDecl]:
             out[t] = SourceDecl(str(inputs.events_dir(events_layout)), format="parquet", chunk=cut == "events")
         elif t == "fcsv":
             out[t] = SourceDecl(str(inputs.table_dir("fcsv", layout) / "*.csv"), chunk=cut == t)
+        elif t == "fcsvq":
+            out[t] = SourceDecl(str(inputs.table_dir("fcsvq", layout) / "*.csv"), chunk=cut == t)
         elif t == "fjson":
             out[t] = SourceDecl(str(inputs.table_dir("fjson", layout) / "*.jsonl"), chunk=cut == t)
         elif t == "dimk":
@@ -132,7 +134,9 @@ def duck_views(inputs: Inputs) -> Dict[str, str]:
     fact_files = sorted(inputs.fact_dir("5").glob("*.parquet"))
     csv_files = sorted(inputs.table_dir("fcsv", "5").glob("*.csv"))
     json_files = sorted(inputs.table_dir("fjson", "5").glob("*.jsonl"))
+    csvq_files = sorted(inputs.table_dir("fcsvq", "5").glob("*.csv"))
     return {
+        "fcsvq": "read_csv([" + ", ".join(lit(p) for p in csvq_files) + "], header = true)",
         "fcsv": "read_csv([" + ", ".join(lit(p) for p in csv_files) + "], header = true)",
         "fjson": "read_json([" + ", ".join(lit(p) for p in json_files) + "], format = 'newline_delimited')",
         "fact": "read_parquet([" + ", ".join(lit(p) for p in fact_files) + "])",
