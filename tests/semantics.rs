@@ -186,6 +186,32 @@ fn global_queries_are_byte_identical_for_any_thread_count() {
 }
 
 #[test]
+fn a_global_query_keeps_its_own_order_by() {
+    let fx = Fixture::new();
+    for f in 0..3 {
+        let lo = f * 1000;
+        fx.parquet(
+            &format!("data/p{f}.parquet"),
+            &kv_batch(lo..lo + 1000, 7),
+            300,
+        );
+    }
+    let r = fx
+        .build(
+            "version: 1\nname: o\nsources:\n  t: { path: \"data/*.parquet\" }\n\
+             query: SELECT id, x FROM t WHERE id % 3 = 0 ORDER BY x DESC LIMIT 500\n\
+             fields:\n  id: { dtype: i64, column: id }\n",
+            2,
+        )
+        .expect("build");
+    assert_eq!(r.plan, "global");
+    let ids = ints(&Dataset::open(&r.path).expect("open"), "id");
+    // x grows with id, so x DESC is id DESC: the 500 largest multiples of 3.
+    let want: Vec<i64> = (0..3000).rev().filter(|i| i % 3 == 0).take(500).collect();
+    assert_eq!(ids, want);
+}
+
+#[test]
 fn one_file_cut_into_row_group_chunks_gives_the_records_of_five_files() {
     let fx = Fixture::new();
     let all = kv_batch(0..30_000, 50);
@@ -677,7 +703,10 @@ fn a_query_over_the_memory_limit_names_the_limit() {
     )
     .expect_err("over the limit")
     .to_string();
-    assert!(e.contains("--memory-limit 256.0 KiB") || e.contains("--memory-limit 262144"), "{e}");
+    assert!(
+        e.contains("--memory-limit 256.0 KiB") || e.contains("--memory-limit 262144"),
+        "{e}"
+    );
     assert!(e.contains("raise --memory-limit"), "{e}");
     // Nothing was published.
     let published = std::fs::read_dir(fx.path("cache"))

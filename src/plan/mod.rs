@@ -203,6 +203,8 @@ pub struct Planner {
     logical_plan: LogicalPlan,
     /// A global query's materialized output and its cumulative batch rows.
     output: OnceLock<(PathBuf, Vec<u64>)>,
+    /// The query's top-level ORDER BY keys over its output columns.
+    query_order: Vec<String>,
 }
 
 impl Planner {
@@ -221,7 +223,22 @@ impl Planner {
                 })?;
             tables.insert(src.name.clone(), Arc::new(t));
         }
-        let sql = sql::pass_sql(&spec, sql::Columns::All, false);
+        let sql = sql::pass_sql(&spec, sql::Columns::All, None);
+        // The query's own ORDER BY, kept as the first keys of a global
+        // query's stored order.
+        let query_order = {
+            let ctx = exec::session(&planning_options(&opts, None))?;
+            sources::register(
+                &ctx,
+                tables
+                    .values()
+                    .map(|t| (Arc::clone(t), t.all_parts(), 1))
+                    .collect(),
+            )?;
+            rt.block_on(ctx.sql(&sql::inner_query(&spec)))
+                .map(|df| sql::query_order(df.logical_plan()))
+                .unwrap_or_default()
+        };
         let plan_with =
             |chunked: Option<&str>| -> Result<(LogicalPlan, Arc<dyn ExecutionPlan>), PlanError> {
                 let ctx = exec::session(&planning_options(&opts, chunked.map(str::to_string)))?;
@@ -320,6 +337,7 @@ impl Planner {
             chunks,
             opts,
             output: OnceLock::new(),
+            query_order,
         })
     }
 
@@ -388,7 +406,15 @@ impl Planner {
                 .map(|t| (Arc::clone(t), whole_or_chunked(t, &self.spec), threads))
                 .collect(),
         )?;
-        let sql = sql::pass_sql(&self.spec, sql::Columns::All, true);
+        // TESSERA_GLOBAL_ORDER=none skips the sort, for benchmarks/global_query.py
+        // to measure what the determinism costs; its artifacts are not
+        // reproducible and must not be used otherwise.
+        let sorted = std::env::var("TESSERA_GLOBAL_ORDER").map_or(true, |v| v != "none");
+        let sql = sql::pass_sql(
+            &self.spec,
+            sql::Columns::All,
+            sorted.then_some(self.query_order.as_slice()),
+        );
         let limit = self.opts.memory_limit;
         let (metrics, cumulative) = rt.block_on(async {
             let df = ctx
@@ -486,7 +512,7 @@ impl Planner {
                 })
                 .collect(),
         )?;
-        let sql = sql::pass_sql(&self.spec, columns, false);
+        let sql = sql::pass_sql(&self.spec, columns, None);
         let limit = self.opts.memory_limit;
         rt.block_on(async {
             let df = ctx

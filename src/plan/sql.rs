@@ -6,6 +6,7 @@ use super::chain::Chain;
 use super::quote_ident;
 use super::split::SPLIT_COLUMN;
 use crate::spec::Spec;
+use datafusion::logical_expr::{Expr, LogicalPlan};
 
 /// What a pass selects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,9 +28,57 @@ pub fn inner_query(spec: &Spec) -> String {
     }
 }
 
-/// The pass query. `total_order` appends an ORDER BY over every output
-/// column (a global query's one run).
-pub fn pass_sql(spec: &Spec, columns: Columns, total_order: bool) -> String {
+/// The ORDER BY at the top of the spec's query, as order items over the
+/// query's output columns (`"__input"."ts" DESC NULLS LAST`), when every key
+/// is one of those columns; empty otherwise.
+pub fn query_order(inner: &LogicalPlan) -> Vec<String> {
+    let mut node = inner;
+    let mut projected: Option<Vec<String>> = None;
+    loop {
+        match node {
+            LogicalPlan::Limit(l) => node = &l.input,
+            LogicalPlan::SubqueryAlias(a) => node = &a.input,
+            LogicalPlan::Projection(p) if projected.is_none() => {
+                projected = Some(p.schema.fields().iter().map(|f| f.name().clone()).collect());
+                node = &p.input;
+            }
+            _ => break,
+        }
+    }
+    let LogicalPlan::Sort(sort) = node else {
+        return Vec::new();
+    };
+    let outputs: Vec<String> = match projected {
+        Some(names) => names,
+        None => sort
+            .input
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect(),
+    };
+    let mut items = Vec::new();
+    for s in &sort.expr {
+        let Expr::Column(c) = &s.expr else {
+            return Vec::new();
+        };
+        if !outputs.contains(&c.name) {
+            return Vec::new();
+        }
+        items.push(format!(
+            "\"__input\".{} {} NULLS {}",
+            quote_ident(&c.name),
+            if s.asc { "ASC" } else { "DESC" },
+            if s.nulls_first { "FIRST" } else { "LAST" }
+        ));
+    }
+    items
+}
+
+/// The pass query. `total_order` appends an ORDER BY: the query's own keys
+/// (`query_order`), then every output column (a global query's one run).
+pub fn pass_sql(spec: &Spec, columns: Columns, total_order: Option<&[String]>) -> String {
     let mut items = Vec::new();
     for chain in Chain::all(spec) {
         if columns == Columns::Stats && chain.stats.is_none() {
@@ -58,9 +107,10 @@ pub fn pass_sql(spec: &Spec, columns: Columns, total_order: bool) -> String {
     if let Some(filter) = &spec.filter {
         sql.push_str(&format!(" WHERE {filter}"));
     }
-    if total_order {
-        let ordinals: Vec<String> = (1..=n).map(|i| format!("{i} ASC NULLS FIRST")).collect();
-        sql.push_str(&format!(" ORDER BY {}", ordinals.join(", ")));
+    if let Some(first) = total_order {
+        let mut keys: Vec<String> = first.to_vec();
+        keys.extend((1..=n).map(|i| format!("{i} ASC NULLS FIRST")));
+        sql.push_str(&format!(" ORDER BY {}", keys.join(", ")));
     }
     sql
 }
@@ -77,19 +127,25 @@ mod tests {
                     \x20 b: { dtype: i32, expr: \"b + 1\" }\n\
                     split: { key: id, weights: { train: 1 } }\n";
         let spec = Spec::parse(text, Path::new("/tmp/t.yaml")).expect("spec");
-        let all = pass_sql(&spec, Columns::All, false);
+        let all = pass_sql(&spec, Columns::All, None);
         assert_eq!(
             all,
             "SELECT \"a\" AS \"__f0\", (b + 1) AS \"__f1\", CAST((id) AS VARCHAR) AS \"__split\" \
              FROM (SELECT * FROM \"s\") AS \"__input\" WHERE a > 1"
         );
-        let stats = pass_sql(&spec, Columns::Stats, true);
+        let stats = pass_sql(
+            &spec,
+            Columns::Stats,
+            Some(&["\"__input\".\"t\" DESC NULLS LAST".to_string()]),
+        );
         assert!(
             stats.starts_with("SELECT \"a\" AS \"__f0\", CAST"),
             "{stats}"
         );
         assert!(
-            stats.ends_with("ORDER BY 1 ASC NULLS FIRST, 2 ASC NULLS FIRST"),
+            stats.ends_with(
+                "ORDER BY \"__input\".\"t\" DESC NULLS LAST, 1 ASC NULLS FIRST, 2 ASC NULLS FIRST"
+            ),
             "{stats}"
         );
     }
