@@ -432,3 +432,155 @@ fn too_big(rows: usize, stride: usize) -> PlanError {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::stats::StatsPartial;
+    use datafusion::arrow::array::{Float64Array, Int64Array, StringArray};
+    use std::sync::Arc;
+
+    fn spec(fields: &str, split: bool) -> Spec {
+        let text = format!(
+            "version: 1\nname: t\nsources:\n  s: {{ path: x.parquet }}\nfields:\n{fields}{}",
+            if split {
+                "split: { key: k, weights: { train: 0.5, val: 0.5 } }\n"
+            } else {
+                ""
+            }
+        );
+        Spec::parse(&text, FsPath::new("/tmp/t.yaml")).expect("spec")
+    }
+
+    fn batch(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
+        RecordBatch::try_from_iter(cols).expect("batch")
+    }
+
+    /// Encodes `b` with `frozen` statistics and returns the records.
+    fn encode(
+        s: &Spec,
+        b: &RecordBatch,
+        frozen: &[Option<Vec<FrozenStats>>],
+    ) -> (Vec<u8>, RecordLayout) {
+        let layout = crate::build::layout_of(s).expect("layout");
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut enc = Encoder::new(s, &layout, frozen, dir.path(), 0, 1 << 20);
+        enc.push(b, "test").expect("push");
+        let out = enc.finish().expect("finish");
+        let mut bytes = Vec::new();
+        for (_, shard) in &out.shards {
+            let raw = std::fs::read(dir.path().join(&shard.file)).expect("shard");
+            bytes.extend_from_slice(&raw[tessera_reader::HEADER_LEN..]);
+        }
+        (bytes, layout)
+    }
+
+    #[test]
+    fn statistics_and_encoding_agree_on_a_hand_built_batch() {
+        let s = spec(
+            "  x: { dtype: f64, column: x, fill_null: 1, transform: [log1p, standardize] }\n\
+             \x20 k: { dtype: i32, column: k, transform: { vocab: {} } }\n",
+            false,
+        );
+        let b = batch(vec![
+            (
+                "__f0",
+                Arc::new(Float64Array::from(vec![Some(0.0), None, Some(3.0)])) as ArrayRef,
+            ),
+            (
+                "__f1",
+                Arc::new(StringArray::from(vec![Some("b"), Some("a"), Some("b")])),
+            ),
+        ]);
+        let mut stats = StatsPartial::new(&s);
+        let at = crate::plan::stats::Rows {
+            what: "test",
+            first: 0,
+        };
+        stats.update(&s, &b, &at).expect("stats");
+        let frozen = stats.freeze(&s).expect("freeze");
+        // ln(1+x) of 0, fill 1, 3: 0, ln 2, ln 4.
+        let ys = [0.0f64, 2f64.ln(), 4f64.ln()];
+        let mean = ys.iter().sum::<f64>() / 3.0;
+        let std = (ys.iter().map(|y| (y - mean).powi(2)).sum::<f64>() / 3.0).sqrt();
+        let (bytes, layout) = encode(&s, &b, &frozen);
+        let stride = layout.stride as usize;
+        for (r, y) in ys.iter().enumerate() {
+            let rec = &bytes[r * stride..(r + 1) * stride];
+            let x = f64::from_le_bytes(rec[0..8].try_into().expect("8 bytes"));
+            assert!((x - (y - mean) / std).abs() < 1e-12, "row {r}: {x}");
+            let k = i32::from_le_bytes(rec[8..12].try_into().expect("4 bytes"));
+            // "b" is the most frequent value: id 1; "a" id 2.
+            assert_eq!(k, if r == 1 { 2 } else { 1 }, "row {r}");
+        }
+    }
+
+    #[test]
+    fn one_hot_and_exact_integers_land_at_their_offsets() {
+        let s = spec(
+            "  c: { dtype: u8, column: c, transform: { one_hot: 3 } }\n\
+             \x20 n: { dtype: i64, column: n }\n",
+            false,
+        );
+        let b = batch(vec![
+            ("__f0", Arc::new(Int64Array::from(vec![2, 0])) as ArrayRef),
+            ("__f1", Arc::new(Int64Array::from(vec![-7, i64::MAX]))),
+        ]);
+        let (bytes, layout) = encode(&s, &b, &[None, None]);
+        let stride = layout.stride as usize;
+        let n_off = layout.field("n").expect("n").offset as usize;
+        let c_off = layout.field("c").expect("c").offset as usize;
+        assert_eq!(&bytes[c_off..c_off + 3], &[0, 0, 1]);
+        assert_eq!(&bytes[stride + c_off..stride + c_off + 3], &[1, 0, 0]);
+        let n1 = i64::from_le_bytes(
+            bytes[stride + n_off..stride + n_off + 8]
+                .try_into()
+                .expect("8"),
+        );
+        assert_eq!(n1, i64::MAX);
+        // A class outside 0..3 is an error naming the row.
+        let bad = batch(vec![
+            ("__f0", Arc::new(Int64Array::from(vec![1, 3])) as ArrayRef),
+            ("__f1", Arc::new(Int64Array::from(vec![0, 0]))),
+        ]);
+        let layout = crate::build::layout_of(&s).expect("layout");
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut enc = Encoder::new(&s, &layout, &[None, None], dir.path(), 0, 1 << 20);
+        let e = enc.push(&bad, "test").expect_err("class 3").to_string();
+        assert!(
+            e.contains("row 2") && e.contains("class 3 is outside one_hot's 0..3"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn rows_go_to_their_split_in_order() {
+        let s = spec("  v: { dtype: i64, column: v }\n", true);
+        let keys: Vec<String> = (0..64).map(|i| format!("key{i}")).collect();
+        let b = batch(vec![
+            (
+                "__f0",
+                Arc::new(Int64Array::from((0..64).collect::<Vec<i64>>())) as ArrayRef,
+            ),
+            ("__split", Arc::new(StringArray::from(keys.clone()))),
+        ]);
+        let layout = crate::build::layout_of(&s).expect("layout");
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut enc = Encoder::new(&s, &layout, &[None], dir.path(), 0, 1 << 20);
+        enc.push(&b, "test").expect("push");
+        let out = enc.finish().expect("finish");
+        let cum = Splits::new(&s).cumulative;
+        for (split, shard) in &out.shards {
+            let raw = std::fs::read(dir.path().join(&shard.file)).expect("shard");
+            let vals: Vec<i64> = raw[tessera_reader::HEADER_LEN..]
+                .chunks(8)
+                .map(|c| i64::from_le_bytes(c.try_into().expect("8")))
+                .collect();
+            let want: Vec<i64> = (0..64)
+                .filter(|&i| transform::split_of(keys[i as usize].as_bytes(), &cum) == *split)
+                .collect();
+            assert_eq!(vals, want, "split {split}");
+        }
+        assert_eq!(out.rows_per_split.iter().sum::<u64>(), 64);
+    }
+}
