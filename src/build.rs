@@ -23,6 +23,14 @@ use tessera_reader::{
 /// a build's memory, whatever the input size.
 pub const BATCH_ROWS: usize = 8192;
 
+/// Bytes of records one batch may take: wide records get smaller batches.
+const BATCH_BYTES: u64 = 64 << 20;
+
+/// Rows per batch for records of `stride` bytes.
+fn batch_rows(stride: u64) -> usize {
+    (BATCH_BYTES / stride.max(1)).clamp(1, BATCH_ROWS as u64) as usize
+}
+
 /// Options of one build.
 #[derive(Clone, Debug)]
 pub struct BuildOptions {
@@ -284,7 +292,7 @@ impl Job<'_> {
             Arc::clone(spec),
             PlanOptions {
                 threads: self.threads,
-                batch_rows: BATCH_ROWS,
+                batch_rows: batch_rows(layout.stride),
                 memory_limit: self.memory_limit,
                 work_dir: Some(work.clone()),
             },
@@ -572,8 +580,16 @@ fn shuffle_splits(
     let target_rows =
         (target_bytes.saturating_sub(tessera_reader::HEADER_LEN as u64) / layout.stride).max(1);
     let mut out = Vec::new();
-    let mut buf = vec![0u8; 4096 * stride];
-    let mut idx = Vec::with_capacity(4096);
+    let per = batch_rows(layout.stride) as u64;
+    let bytes = per as usize * stride;
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(bytes).map_err(|_| {
+        BuildError::Other(format!(
+            "the shuffle buffer of {bytes} bytes ({per} records of {stride}) cannot be allocated"
+        ))
+    })?;
+    buf.resize(bytes, 0);
+    let mut idx = Vec::with_capacity(per as usize);
     for split in &splits {
         let view = ds.split(&split.name)?;
         let order = EpochOrder::shuffled(view.len(), seed, 0);
@@ -585,7 +601,7 @@ fn shuffle_splits(
             let mut w = ShardWriter::create(dst_dir, &name, layout)?;
             let end = (pos + target_rows).min(view.len());
             while pos < end {
-                let n = (end - pos).min(4096);
+                let n = (end - pos).min(per);
                 idx.clear();
                 idx.extend((pos..pos + n).map(|p| order.get(p)));
                 let out_bytes = &mut buf[..n as usize * stride];
