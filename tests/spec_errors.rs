@@ -929,3 +929,47 @@ fn damaged_specs_give_errors_not_panics() {
         }
     }
 }
+
+#[test]
+fn more_than_256_splits_are_refused_when_read() {
+    let weights: Vec<String> = (0..257).map(|i| format!("s{i}: 1")).collect();
+    let line = format!("split: {{ key: x, weights: {{ {} }} }}", weights.join(", "));
+    let mut lines = VALID.to_vec();
+    lines.push(&line);
+    let err = parse_err(&lines);
+    check(&err, "split.weights", Some(7), "at most 256");
+    // 256 splits are fine.
+    let weights: Vec<String> = (0..256).map(|i| format!("s{i}: 1")).collect();
+    let line = format!("split: {{ key: x, weights: {{ {} }} }}", weights.join(", "));
+    let mut lines = VALID.to_vec();
+    lines.push(&line);
+    Spec::parse(&text(&lines), Path::new("specs/x.yaml")).expect("256 splits");
+}
+
+#[test]
+fn chunks_and_nonfinite_keys() {
+    let mut lines = VALID.to_vec();
+    lines.push("chunks: { target_bytes: 1KiB }");
+    check(&parse_err(&lines), "chunks.target_bytes", Some(7), "at least 4KiB");
+    let mut lines = VALID.to_vec();
+    lines.push("chunks: { target_bytes: -5 }");
+    check(&parse_err(&lines), "chunks.target_bytes", Some(7), "cannot be negative");
+    let lines = [
+        "version: 1",
+        "name: t",
+        "sources:",
+        "  t: { path: t.parquet }",
+        "fields:",
+        "  x: { dtype: f32, column: x, nonfinite: exclude }",
+    ];
+    check(&parse_err(&lines), "fields.x.nonfinite", Some(6), "standardize or min_max");
+    let lines = [
+        "version: 1",
+        "name: t",
+        "sources:",
+        "  t: { path: t.parquet }",
+        "fields:",
+        "  x: { dtype: f32, column: x, transform: standardize, nonfinite: skip }",
+    ];
+    check(&parse_err(&lines), "fields.x.nonfinite", Some(6), "unknown nonfinite policy");
+}
