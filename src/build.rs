@@ -32,7 +32,7 @@ fn batch_rows(stride: u64) -> usize {
 }
 
 /// Options of one build.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct BuildOptions {
     /// Cache root; `None` resolves `TESSERA_CACHE_DIR`, then the default.
     pub cache_dir: Option<PathBuf>,
@@ -43,6 +43,8 @@ pub struct BuildOptions {
     pub memory_limit: Option<u64>,
     /// Progress display.
     pub progress: ProgressMode,
+    /// Publish even when a split, or the whole set, holds no rows.
+    pub allow_empty: bool,
 }
 
 /// What a build did, as printed by `tessera build --json`.
@@ -168,15 +170,18 @@ struct Built {
     rows_kept: u64,
 }
 
-/// Builds `spec_path` (or returns the cached artifact).
-pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, BuildError> {
-    let t0 = Instant::now();
-    let mut seconds = BTreeMap::new();
-    let spec = Spec::load(spec_path)?;
-    let cache = Cache::resolve(opts.cache_dir.as_deref())?;
-    let progress = Progress::new(opts.progress);
+/// A spec with its inputs fingerprinted: everything the artifact hash needs.
+struct Prepared {
+    spec: Spec,
+    cache: Cache,
+    files: Vec<fingerprint::InputFile>,
+    canonical: serde_json::Value,
+    hash: String,
+}
 
-    let t = Instant::now();
+fn prepare(spec_path: &Path, cache_dir: Option<&Path>) -> Result<Prepared, BuildError> {
+    let spec = Spec::load(spec_path)?;
+    let cache = Cache::resolve(cache_dir)?;
     let mut stat_cache = cache.load_stat_cache();
     let inputs: Vec<SourceFiles> = spec
         .sources
@@ -192,6 +197,38 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
     let _ = stat_cache.save();
     let canonical = spec.canonical_json();
     let hash = fingerprint::artifact_hash(&canonical, &files, FORMAT_VERSION, SEMANTICS_VERSION);
+    Ok(Prepared {
+        spec,
+        cache,
+        files,
+        canonical,
+        hash,
+    })
+}
+
+/// The hash of the artifact `spec_path` builds with its inputs as they are
+/// now, and the cache it belongs to; builds nothing.
+pub fn artifact_hash(
+    spec_path: &Path,
+    cache_dir: Option<&Path>,
+) -> Result<(String, Cache), BuildError> {
+    let p = prepare(spec_path, cache_dir)?;
+    Ok((p.hash, p.cache))
+}
+
+/// Builds `spec_path` (or returns the cached artifact).
+pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, BuildError> {
+    let t0 = Instant::now();
+    let mut seconds = BTreeMap::new();
+    let progress = Progress::new(opts.progress);
+    let t = Instant::now();
+    let Prepared {
+        spec,
+        cache,
+        files,
+        canonical,
+        hash,
+    } = prepare(spec_path, opts.cache_dir.as_deref())?;
     seconds.insert("fingerprint".to_string(), t.elapsed().as_secs_f64());
 
     let threads = opts
@@ -219,6 +256,7 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
                 files: &files,
                 threads,
                 memory_limit: opts.memory_limit.unwrap_or_else(default_memory_limit),
+                allow_empty: opts.allow_empty,
             };
             let (manifest, b) = job
                 .run(staging.path(), canonical.clone(), &mut stage_seconds)
@@ -233,6 +271,17 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
     seconds.extend(stage_seconds);
     let artifact = obtained.artifact;
     let Some(b) = built else {
+        // A cached artifact built with --allow-empty is still empty.
+        if !opts.allow_empty {
+            let m = &artifact.manifest;
+            let kept = m.build.get("rows_kept").and_then(|v| v.as_u64()).unwrap_or(m.rows);
+            let scan: ScanMetrics = m
+                .build
+                .get("scan")
+                .and_then(|v| serde_json::from_value(v.clone()).ok())
+                .unwrap_or_default();
+            check_not_empty(&spec, &m.splits, kept, &scan)?;
+        }
         return Ok(hit_report(hash, artifact, t0, seconds));
     };
     let m = &artifact.manifest;
@@ -271,6 +320,7 @@ struct Job<'a> {
     files: &'a [fingerprint::InputFile],
     threads: usize,
     memory_limit: u64,
+    allow_empty: bool,
 }
 
 impl Job<'_> {
@@ -411,6 +461,9 @@ impl Job<'_> {
             scan.add(m);
             rows_kept += out.rows_kept;
         }
+        if !self.allow_empty {
+            check_not_empty(spec, &splits, rows_kept, &scan)?;
+        }
 
         let t = Instant::now();
         if let Some(seed) = shuffle {
@@ -497,6 +550,43 @@ fn hit_report(
         cache_hit: true,
         seconds,
     }
+}
+
+/// An empty artifact is almost always a mistake (a filter that keeps nothing,
+/// a split whose weight rounds to no row): an error unless `--allow-empty`.
+fn check_not_empty(
+    spec: &Spec,
+    splits: &[SplitInfo],
+    rows_kept: u64,
+    scan: &ScanMetrics,
+) -> Result<(), BuildError> {
+    if rows_kept == 0 {
+        let (key, what) = match &spec.filter {
+            Some(f) => ("filter", format!("the filter {f:?} keeps")),
+            None => ("query", "the query returns".to_string()),
+        };
+        return Err(BuildError::Spec(spec.error_at(
+            key,
+            format!(
+                "{what} no rows ({} rows scanned), so the artifact would be empty; \
+                 fix the {key}, or pass --allow-empty to build it anyway",
+                scan.rows_scanned
+            ),
+        )));
+    }
+    for s in splits {
+        if s.rows == 0 {
+            return Err(BuildError::Spec(spec.error_at(
+                &format!("split.weights.{}", s.name),
+                format!(
+                    "split {:?} holds no rows (of {rows_kept} kept): training or evaluation on it \
+                     would run zero batches; change the weights or the key, or pass --allow-empty",
+                    s.name
+                ),
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Plans `spec_path` without building it: what `tessera explain` shows.

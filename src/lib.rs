@@ -11,6 +11,7 @@
 //! [`plan`] (the only module that touches DataFusion) runs the statistics and
 //! encode tasks; [`build`] drives them; [`inspect`] and [`bench`] serve the CLI.
 
+pub mod artifact;
 pub mod bench;
 pub mod build;
 pub mod cache;

@@ -43,6 +43,18 @@ enum Command {
         /// (default: half of the machine's memory).
         #[arg(long, value_parser = parse_size_arg)]
         memory_limit: Option<u64>,
+        /// Also place the artifact at DIR (shards hard-linked from the cache,
+        /// copied across file systems; an earlier export there is replaced).
+        #[arg(long, short = 'o', value_name = "DIR")]
+        output: Option<PathBuf>,
+        /// Publish even if a split, or the whole artifact, holds no rows.
+        #[arg(long)]
+        allow_empty: bool,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
     },
     /// Show how a spec would be built, without building: DataFusion's plan,
     /// whether the query is cut into chunks (and why not), and the chunks.
@@ -55,16 +67,22 @@ enum Command {
     },
     /// Describe a shard set: layout, splits, shards, statistics.
     Inspect {
-        /// Shard-set directory.
-        path: PathBuf,
+        /// A shard-set directory, a spec (its cached artifact), a hash prefix or a dataset name.
+        target: String,
         /// Print the manifest as JSON.
         #[arg(long)]
         json: bool,
+        /// Artifact cache directory (to find a spec's, hash's or name's artifact).
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
     },
     /// Print the first records, decoded.
     Head {
-        /// Shard-set directory.
-        path: PathBuf,
+        /// A shard-set directory, a spec (its cached artifact), a hash prefix or a dataset name.
+        target: String,
+        /// Artifact cache directory.
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
         /// Records to print.
         #[arg(short, default_value_t = 10)]
         n: u64,
@@ -74,8 +92,11 @@ enum Command {
     },
     /// Check every shard's blake3 against the manifest.
     Verify {
-        /// Shard-set directory.
-        path: PathBuf,
+        /// A shard-set directory, a spec (its cached artifact), a hash prefix or a dataset name.
+        target: String,
+        /// Artifact cache directory.
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
     },
     /// Manage the artifact cache.
     Cache {
@@ -87,8 +108,11 @@ enum Command {
     },
     /// Measure loader throughput and the data stall for a simulated step time.
     Bench {
-        /// Shard-set directory.
-        path: PathBuf,
+        /// A shard-set directory, a spec (its cached artifact), a hash prefix or a dataset name.
+        target: String,
+        /// Artifact cache directory.
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
         /// Records per batch.
         #[arg(long, default_value_t = 4096)]
         batch_size: u64,
@@ -181,11 +205,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             json,
             quiet,
             memory_limit,
+            output,
+            allow_empty,
         } => {
             let opts = BuildOptions {
                 cache_dir,
                 threads,
                 memory_limit,
+                allow_empty,
                 progress: if quiet {
                     ProgressMode::Quiet
                 } else {
@@ -193,6 +220,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 },
             };
             let report = build(&spec, &opts)?;
+            if let Some(dir) = &output {
+                tessera::artifact::export(&report.path, dir)?;
+            }
             if json {
                 println!("{}", serde_json::to_string(&report)?);
             } else {
@@ -246,6 +276,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
                 println!("hash: {}", report.hash);
                 println!("path: {}", report.path.display());
+                if let Some(dir) = &output {
+                    println!("output: {}", dir.display());
+                }
             }
         }
         Command::Explain { spec, json } => {
@@ -256,7 +289,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 print!("{}", tessera::build::format_explanation(&e));
             }
         }
-        Command::Inspect { path, json } => {
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "tessera", &mut std::io::stdout());
+        }
+        Command::Inspect {
+            target,
+            json,
+            cache_dir,
+        } => {
+            let path = tessera::artifact::resolve(&target, cache_dir.as_deref())?;
             let ds = open(&path, None)?;
             if json {
                 println!("{}", String::from_utf8_lossy(&ds.manifest().to_json()));
@@ -264,11 +306,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 print!("{}", tessera::inspect::summary(&ds));
             }
         }
-        Command::Head { path, n, split } => {
+        Command::Head {
+            target,
+            cache_dir,
+            n,
+            split,
+        } => {
+            let path = tessera::artifact::resolve(&target, cache_dir.as_deref())?;
             let ds = open(&path, split.as_deref())?;
             print!("{}", tessera::inspect::head(&ds, n));
         }
-        Command::Verify { path } => {
+        Command::Verify { target, cache_dir } => {
+            let path = tessera::artifact::resolve(&target, cache_dir.as_deref())?;
             let ds = open(&path, None)?;
             ds.verify()?;
             println!(
@@ -312,7 +361,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
         }
         Command::Bench {
-            path,
+            target,
+            cache_dir,
             batch_size,
             shuffle,
             threads,
@@ -323,6 +373,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             seed,
             json,
         } => {
+            let path = tessera::artifact::resolve(&target, cache_dir.as_deref())?;
             let ds = open(&path, split.as_deref())
                 .with_context(|| format!("opening {}", path.display()))?;
             let r = bench::run(

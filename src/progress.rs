@@ -6,9 +6,10 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 /// How progress is shown.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ProgressMode {
     /// Bars when stderr is a terminal, plain lines otherwise.
+    #[default]
     Auto,
     /// Plain lines on stderr.
     Plain,

@@ -57,6 +57,7 @@ fn opts(cache: &Path, threads: usize) -> BuildOptions {
         threads: Some(threads),
         memory_limit: None,
         progress: ProgressMode::Quiet,
+        allow_empty: false,
     }
 }
 

@@ -65,6 +65,7 @@ impl Fixture {
                 threads: Some(threads),
                 memory_limit: Some(256 << 20),
                 progress: ProgressMode::Quiet,
+                allow_empty: false,
             },
         )
     }
@@ -699,6 +700,7 @@ fn a_query_over_the_memory_limit_names_the_limit() {
             threads: Some(2),
             memory_limit: Some(256 << 10),
             progress: ProgressMode::Quiet,
+            allow_empty: false,
         },
     )
     .expect_err("over the limit")
