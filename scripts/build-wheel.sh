@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Builds the tessera-shards wheel: the `tessera` Python package (the reader
+# binding, abi3, Python >= 3.9) and the compiler, which pip installs as the
+# `tessera` command beside the interpreter. Installing it needs no Rust.
+#   scripts/build-wheel.sh [--out DIR]     (default DIR: dist/)
+# Progress goes to stderr; the wheel's path is the last line on stdout.
+#
+# The CLI in the wheel is the `cargo build --release -p tessera-shards`
+# artifact that the demo and the tests use (same flags, features and target
+# directory), stripped of its symbol table: DataFusion is never compiled a
+# second way for the wheel.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+out="$repo/dist"
+if [[ "${1:-}" == "--out" && -n "${2:-}" ]]; then
+  out="$(mkdir -p "$2" && cd "$2" && pwd)"
+fi
+# shellcheck source=env.sh
+source scripts/env.sh
+py="${PYTHON:-python3}"
+
+{
+  echo "== wheel: the compiler (cargo build --release -p tessera-shards)"
+  cargo build --release -p tessera-shards
+  staging="$repo/build/wheel-data/scripts"
+  rm -rf "$repo/build/wheel-data"
+  mkdir -p "$staging"
+  cli="$CARGO_TARGET_DIR/release/tessera"
+  if command -v strip >/dev/null 2>&1; then
+    strip -o "$staging/tessera" "$cli"
+  else
+    cp "$cli" "$staging/tessera"
+  fi
+
+  # The platform tag must cover the CLI too (maturin audits only the
+  # extension): the oldest manylinux whose glibc has every symbol version the
+  # CLI asks for, and no shared library outside the manylinux set.
+  compat=(--compatibility linux)   # without objdump: the plain (local) linux tag
+  if command -v objdump >/dev/null 2>&1; then
+    glibc="$(objdump -T "$staging/tessera" | grep -oE 'GLIBC_2\.[0-9]+' | sort -t. -k2 -n | tail -1)"
+    minor="${glibc#GLIBC_2.}"
+    (( minor < 17 )) && minor=17
+    compat=(--compatibility "manylinux_2_$minor")
+    extra="$(objdump -p "$staging/tessera" | awk '$1 == "NEEDED" {print $2}' |
+      grep -vxE 'libc\.so\.6|libm\.so\.6|libgcc_s\.so\.1|libpthread\.so\.0|libdl\.so\.2|librt\.so\.1|ld-linux-x86-64\.so\.2' || true)"
+    if [[ -n "$extra" ]]; then
+      echo "build-wheel: the CLI links libraries outside manylinux: $extra" >&2
+      exit 1
+    fi
+  fi
+
+  echo "== wheel: maturin (the binding, plus the CLI as data/scripts/tessera)"
+  rm -f "$out"/tessera_shards-*.whl
+  "$py" -m maturin build --release --strip --out "$out" "${compat[@]}"
+} >&2
+
+ls -t "$out"/tessera_shards-*.whl | head -1
