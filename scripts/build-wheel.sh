@@ -7,8 +7,8 @@
 #
 # The CLI in the wheel is the `cargo build --release -p tessera-shards`
 # artifact that the demo and the tests use (same flags, features and target
-# directory), stripped of its symbol table: DataFusion is never compiled a
-# second way for the wheel.
+# directory; the release profile already leaves out symbols and debug info):
+# DataFusion is never compiled a second way for the wheel.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -26,12 +26,7 @@ py="${PYTHON:-python3}"
   staging="$repo/build/wheel-data/scripts"
   rm -rf "$repo/build/wheel-data"
   mkdir -p "$staging"
-  cli="$CARGO_TARGET_DIR/release/tessera"
-  if command -v strip >/dev/null 2>&1; then
-    strip -o "$staging/tessera" "$cli"
-  else
-    cp "$cli" "$staging/tessera"
-  fi
+  cp "$CARGO_TARGET_DIR/release/tessera" "$staging/tessera"
 
   # The platform tag must cover the CLI too (maturin audits only the
   # extension): the oldest manylinux whose glibc has every symbol version the
@@ -52,7 +47,10 @@ py="${PYTHON:-python3}"
 
   echo "== wheel: maturin (the binding, plus the CLI as data/scripts/tessera)"
   rm -f "$out"/tessera_shards-*.whl
-  "$py" -m maturin build --release --strip --out "$out" "${compat[@]}"
+  # Its own target directory for the binding: maturin builds pyo3 with other
+  # settings than `cargo test` does, and sharing one directory would rebuild
+  # pyo3, numpy and the binding on every switch between the two.
+  "$py" -m maturin build --release --strip --out "$out" --target-dir "$CARGO_TARGET_DIR/wheel" "${compat[@]}"
 } >&2
 
 ls -t "$out"/tessera_shards-*.whl | head -1

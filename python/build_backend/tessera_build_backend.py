@@ -23,7 +23,7 @@ import subprocess
 import sys
 from typing import Any, List, Mapping, Optional
 
-import maturin
+import maturin  # type: ignore[import-untyped]
 
 ConfigSettings = Optional[Mapping[str, Any]]
 
