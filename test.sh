@@ -33,6 +33,12 @@ for pkg in tessera-shards-reader tessera-shards tessera-shards-python; do
   cargo test --release -p "$pkg" 2>&1 | tee -a "$log"
 done
 
+echo "== cargo install (the CLI alone, from the clone; reuses the build above)"
+inst="$(mktemp -d)"
+cargo install --locked --quiet --path . --root "$inst"
+"$inst/bin/tessera" --help >/dev/null
+rm -rf "$inst"
+
 echo "== wheel"
 # The CLI in it is the binary the Rust tests just built (no rebuild).
 TESSERA_WHEEL="$(PYTHON="$TESSERA_VENV/bin/python" scripts/build-wheel.sh | tail -1)"

@@ -18,7 +18,13 @@ if [[ "${1:-}" == "--out" && -n "${2:-}" ]]; then
 fi
 # shellcheck source=env.sh
 source scripts/env.sh
-py="${PYTHON:-python3}"
+# maturin: $MATURIN (the PEP 517 backend passes the build environment's), else
+# the one installed for $PYTHON (the project's .venv in the demo and tests).
+if [[ -n "${MATURIN:-}" ]]; then
+  maturin=("$MATURIN")
+else
+  maturin=("${PYTHON:-python3}" -m maturin)
+fi
 
 {
   echo "== wheel: the compiler (cargo build --release -p tessera-shards)"
@@ -50,7 +56,7 @@ py="${PYTHON:-python3}"
   # Its own target directory for the binding: maturin builds pyo3 with other
   # settings than `cargo test` does, and sharing one directory would rebuild
   # pyo3, numpy and the binding on every switch between the two.
-  "$py" -m maturin build --release --strip --out "$out" --target-dir "$CARGO_TARGET_DIR/wheel" "${compat[@]}"
+  "${maturin[@]}" build --release --strip --out "$out" --target-dir "$CARGO_TARGET_DIR/wheel" "${compat[@]}"
 } >&2
 
 ls -t "$out"/tessera_shards-*.whl | head -1

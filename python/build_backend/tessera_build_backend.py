@@ -85,6 +85,10 @@ def build_wheel(
         return str(maturin.build_wheel(wheel_directory, config_settings, metadata_directory))
     # The root project: the same recipe as the demo and the tests.
     env = dict(os.environ, PYTHON=sys.executable)
+    # pip puts the build environment's scripts (maturin among them) on PATH.
+    found = shutil.which("maturin")
+    if found:
+        env["MATURIN"] = found
     proc = subprocess.run(
         ["bash", os.path.join("scripts", "build-wheel.sh"), "--out", wheel_directory],
         stdout=subprocess.PIPE,
