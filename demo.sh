@@ -10,14 +10,16 @@
 #   DEMO_ROWS=200000 ./demo.sh
 set -euo pipefail
 cd "$(dirname "$0")"
+# Each step is announced with the seconds elapsed so far.
+step() { echo "== $* [${SECONDS}s]"; }
 
-echo "== setup (mold, .venv and its packages)"
+step "setup (mold, .venv and its packages)"
 scripts/setup.sh
 # After setup: the linker flags depend on what setup installed.
 source scripts/env.sh
 py="$TESSERA_VENV/bin/python"
 
-echo "== build (the first build compiles DataFusion)"
+step "build (the first build compiles DataFusion)"
 wheel="$(PYTHON="$py" scripts/build-wheel.sh | tail -1)"
 "$py" -m pip install -q --force-reinstall --no-deps "$wheel"
 # The demo runs the `tessera` command the wheel installed into .venv/bin.

@@ -10,21 +10,23 @@
 #   TESSERA_LINT=1 ./test.sh    also rustfmt --check and clippy -D warnings
 set -euo pipefail
 cd "$(dirname "$0")"
+# Each step is announced with the seconds elapsed so far.
+step() { echo "== $* [${SECONDS}s]"; }
 
-echo "== setup"
+step "setup"
 scripts/setup.sh --test
 # After setup: the linker flags depend on what setup installed.
 source scripts/env.sh
 
 if [[ "${TESSERA_LINT:-0}" == "1" ]]; then
-  echo "== lint"
+  step "lint"
   cargo fmt --all -- --check
   for pkg in tessera-shards-reader tessera-shards tessera-shards-python; do
     cargo clippy --release -p "$pkg" --all-targets -- -D warnings
   done
 fi
 
-echo "== rust tests"
+step "rust tests"
 # One package at a time: building the workspace in one invocation unifies
 # dependency features differently and would recompile DataFusion a second time.
 log="${TMPDIR:-/tmp}/tessera-cargo-test.log"
@@ -33,22 +35,22 @@ for pkg in tessera-shards-reader tessera-shards tessera-shards-python; do
   cargo test --release -p "$pkg" 2>&1 | tee -a "$log"
 done
 
-echo "== cargo install (the CLI alone, from the clone; reuses the build above)"
+step "cargo install (the CLI alone, from the clone; reuses the build above)"
 inst="$(mktemp -d)"
 cargo install --locked --quiet --path . --root "$inst"
 "$inst/bin/tessera" --help >/dev/null
 rm -rf "$inst"
 
-echo "== wheel"
+step "wheel"
 # The CLI in it is the binary the Rust tests just built (no rebuild).
 TESSERA_WHEEL="$(PYTHON="$TESSERA_VENV/bin/python" scripts/build-wheel.sh | tail -1)"
 ls -l "$TESSERA_WHEEL"
 
-echo "== python package and tests"
+step "python package and tests"
 TESSERA_WHEEL="$TESSERA_WHEEL" scripts/test-python.sh
 
 if [[ "${FUZZ_SECONDS:-20}" != "0" ]]; then
-  echo "== fuzz (${FUZZ_SECONDS:-20}s per target)"
+  step "fuzz (${FUZZ_SECONDS:-20}s per target)"
   FUZZ_SECONDS="${FUZZ_SECONDS:-20}" scripts/fuzz.sh
 fi
 
