@@ -1,42 +1,56 @@
 #!/usr/bin/env bash
-# Runs the whole test suite on a fresh machine (Rust + Python + pip present):
-# installs what is missing, then the Rust tests (unit, integration, doc),
-# the Python package's tests, and a short fuzz run of the format parsers.
+# Runs the whole test suite on a fresh machine (Rust + Python 3.9+ present):
+# installs what is missing (mold, and a virtual environment in .venv with the
+# Python packages), then the Rust tests (unit, integration, doc), the wheel
+# (binding + CLI) and the Python tests against it, including its install into
+# a fresh virtual environment with no Rust, and a short fuzz run of the format
+# parsers.
 #   ./test.sh                   everything
 #   FUZZ_SECONDS=0 ./test.sh    skip the fuzz run
 #   TESSERA_LINT=1 ./test.sh    also rustfmt --check and clippy -D warnings
 set -euo pipefail
 cd "$(dirname "$0")"
-source scripts/env.sh
-PY=${PYTHON:-python3}
+# Each step is announced with the seconds elapsed so far.
+step() { echo "== $* [${SECONDS}s]"; }
 
-echo "== setup"
+step "setup"
 scripts/setup.sh --test
+# After setup: the linker flags depend on what setup installed.
+source scripts/env.sh
 
 if [[ "${TESSERA_LINT:-0}" == "1" ]]; then
-  echo "== lint"
+  step "lint"
   cargo fmt --all -- --check
-  for pkg in tessera-reader tessera tessera-python; do
+  for pkg in tessera-shards-reader tessera-shards tessera-shards-python; do
     cargo clippy --release -p "$pkg" --all-targets -- -D warnings
   done
 fi
 
-echo "== rust tests"
+step "rust tests"
 # One package at a time: building the workspace in one invocation unifies
 # dependency features differently and would recompile DataFusion a second time.
 log="${TMPDIR:-/tmp}/tessera-cargo-test.log"
 : > "$log"
-for pkg in tessera-reader tessera tessera-python; do
+for pkg in tessera-shards-reader tessera-shards tessera-shards-python; do
   cargo test --release -p "$pkg" 2>&1 | tee -a "$log"
 done
 
-echo "== python package and tests"
-cargo build --release -p tessera
-export TESSERA_BIN="$CARGO_TARGET_DIR/release/tessera"
-scripts/test-python.sh
+step "cargo install (the CLI alone, from the clone; reuses the build above)"
+inst="$(mktemp -d)"
+cargo install --locked --quiet --path . --root "$inst"
+"$inst/bin/tessera" --help >/dev/null
+rm -rf "$inst"
+
+step "wheel"
+# The CLI in it is the binary the Rust tests just built (no rebuild).
+TESSERA_WHEEL="$(PYTHON="$TESSERA_VENV/bin/python" scripts/build-wheel.sh | tail -1)"
+ls -l "$TESSERA_WHEEL"
+
+step "python package and tests"
+TESSERA_WHEEL="$TESSERA_WHEEL" scripts/test-python.sh
 
 if [[ "${FUZZ_SECONDS:-20}" != "0" ]]; then
-  echo "== fuzz (${FUZZ_SECONDS:-20}s per target)"
+  step "fuzz (${FUZZ_SECONDS:-20}s per target)"
   FUZZ_SECONDS="${FUZZ_SECONDS:-20}" scripts/fuzz.sh
 fi
 

@@ -24,8 +24,8 @@ cd "$repo"
 
 stamp="$(mktemp)"
 trap 'rm -f "$stamp"' EXIT
-echo "== cargo bench -p tessera-reader --bench throughput (TESSERA_BENCH_GIB=${TESSERA_BENCH_GIB:-2})"
-cargo bench -p tessera-reader --bench throughput -- "$@"
+echo "== cargo bench -p tessera-shards-reader --bench throughput (TESSERA_BENCH_GIB=${TESSERA_BENCH_GIB:-2})"
+cargo bench -p tessera-shards-reader --bench throughput -- "$@"
 
 echo
 echo "== $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) (noisy if other work was running)"

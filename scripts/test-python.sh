@@ -1,24 +1,29 @@
 #!/usr/bin/env bash
-# Builds and installs the Python package, installs the test dependencies
-# (pytest, mypy, and torch unless TESSERA_TEST_TORCH=0), and runs its tests.
-#   scripts/test-python.sh            # everything
-#   TESSERA_TEST_TORCH=0 scripts/test-python.sh
+# Installs the tessera-shards wheel into the project's virtual environment and
+# runs the Python tests (python/tests), among them the install of the same
+# wheel into a fresh virtual environment with no Rust on PATH.
+#   scripts/test-python.sh            # builds the wheel (scripts/build-wheel.sh) first
+#   TESSERA_WHEEL=dist/x.whl scripts/test-python.sh   # tests a wheel already built
 #   scripts/test-python.sh -k loader  # extra arguments go to pytest
-# torch from PyPI is the CUDA build (about 6 GB, a few minutes the first time);
-# it runs on CPU, which is all the tests need.
+# Expects scripts/setup.sh --test to have run (./test.sh does both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
-PY=${PYTHON:-python3}
-
-deps=(numpy pytest mypy)
-if [[ "${TESSERA_TEST_TORCH:-1}" != 0 ]] && ! "$PY" -c "import torch" 2>/dev/null; then
-  deps+=(torch)
+py="$TESSERA_VENV/bin/python"
+if [[ ! -x "$py" ]]; then
+  echo "test-python: no virtual environment at $TESSERA_VENV; run scripts/setup.sh --test first" >&2
+  exit 1
 fi
-"$PY" -m pip install -q "${deps[@]}"
-# Always rebuild: the version number does not change with the sources.
-"$PY" -m pip install -q --force-reinstall --no-deps ./python
+
+wheel="${TESSERA_WHEEL:-}"
+if [[ -z "$wheel" ]]; then
+  wheel="$(PYTHON="$py" scripts/build-wheel.sh | tail -1)"
+fi
+wheel="$(cd "$(dirname "$wheel")" && pwd)/$(basename "$wheel")"
+# Always reinstall: the version number does not change with the sources.
+"$py" -m pip install -q --force-reinstall --no-deps "$wheel"
+export TESSERA_WHEEL="$wheel"
 # Run from outside the source tree so `import tessera` finds the installed
 # package (with its native module), not python/tessera.
 cd python/tests
-exec "$PY" -m pytest -q "$@"
+exec "$py" -m pytest -q -rs "$@"

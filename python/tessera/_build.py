@@ -14,14 +14,20 @@ from tessera.errors import BuildError, CompilerNotFoundError
 
 PathArg = Union[str, "os.PathLike[str]"]
 
-#: Environment variable naming the compiler binary, checked before ``PATH``.
+#: Environment variable naming the compiler binary, checked first.
 BIN_ENV = "TESSERA_BIN"
+
+#: The distribution whose wheel ships the compiler as its ``tessera`` script.
+DISTRIBUTION = "tessera-shards"
 
 
 def find_compiler() -> str:
-    """The path of the ``tessera`` compiler: ``$TESSERA_BIN``, else ``tessera`` on ``PATH``.
+    """The path of the ``tessera`` compiler.
 
-    Raises :class:`CompilerNotFoundError` saying how to get it when neither exists.
+    In order: ``$TESSERA_BIN``; the compiler installed by this package's wheel
+    (beside the interpreter, found through the wheel's file list, so it is
+    used even when that directory is not on ``PATH``); ``tessera`` on ``PATH``.
+    Raises :class:`CompilerNotFoundError` saying how to get it when none exists.
     """
     explicit = os.environ.get(BIN_ENV)
     if explicit:
@@ -31,15 +37,41 @@ def find_compiler() -> str:
             f"{BIN_ENV}={explicit!r} is not an executable file; point it at the tessera compiler "
             "(built with `cargo build --release` in the tessera repository: target/release/tessera)"
         )
+    bundled = bundled_compiler()
+    if bundled:
+        return bundled
     found = shutil.which("tessera")
     if found:
         return found
     raise CompilerNotFoundError(
-        "the tessera compiler was not found: it is not on PATH and TESSERA_BIN is not set. "
-        "Build it with `cargo build --release` (or `cargo install --path .`) in the tessera "
-        "repository, then put target/release on PATH or set TESSERA_BIN to the binary. "
-        "The Python package only reads shard sets; it does not contain the compiler."
+        "the tessera compiler was not found: this installation of the package does not ship it "
+        "(a development build of the binding alone), it is not on PATH and TESSERA_BIN is not set. "
+        "Install the tessera-shards wheel, which holds the compiler, or build it with "
+        "`cargo install --locked --path .` in the tessera repository (or set TESSERA_BIN to a "
+        "`cargo build --release` binary: target/release/tessera)."
     )
+
+
+def bundled_compiler() -> Optional[str]:
+    """The ``tessera`` executable that this package's wheel installed, if any.
+
+    The wheel carries the compiler as a script (``*.data/scripts/tessera``);
+    pip installs it into the environment's scripts directory and lists it in
+    the distribution's ``RECORD``, which is read here. A build of the binding
+    alone (``pip install ./python``) lists none.
+    """
+    from importlib import metadata
+
+    try:
+        files = metadata.files(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return None
+    for f in files or ():
+        if f.name == "tessera" and len(f.parts) >= 2 and f.parts[-2] == "bin":
+            path = os.path.normpath(str(f.locate()))
+            if os.path.isfile(path) and os.access(path, os.X_OK):
+                return path
+    return None
 
 
 def build(

@@ -67,6 +67,8 @@ def test_build_without_a_path_in_the_output(tmp_path: "os.PathLike[str]", monkey
 def test_missing_compiler(tmp_path: "os.PathLike[str]", monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TESSERA_BIN", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
+    # As in a build of the binding alone, which ships no compiler.
+    monkeypatch.setattr(tessera._build, "bundled_compiler", lambda: None)
     with pytest.raises(tessera.CompilerNotFoundError, match="not on PATH.*TESSERA_BIN") as info:
         tessera.build("s.yaml")
     assert isinstance(info.value, FileNotFoundError) and isinstance(info.value, tessera.BuildError)
@@ -85,3 +87,23 @@ def test_artifact_path_parsing(tmp_path: "os.PathLike[str]") -> None:
     assert artifact_path(f"{d}\n") == d
     assert artifact_path("nothing\n") is None
     assert artifact_path("") is None
+
+
+def test_compiler_lookup_order(tmp_path: "os.PathLike[str]", monkeypatch: pytest.MonkeyPatch) -> None:
+    # $TESSERA_BIN, then the compiler this package's wheel installed, then PATH
+    # (where another distribution's `tessera` command may sit).
+    on_path_dir = os.path.join(str(tmp_path), "path")
+    os.mkdir(on_path_dir)
+    on_path = fake_compiler(on_path_dir, "")
+    os.rename(on_path, os.path.join(on_path_dir, "tessera"))
+    bundled = fake_compiler(tmp_path, "")
+    explicit = os.path.join(str(tmp_path), "explicit")
+    os.link(bundled, explicit)
+    monkeypatch.setenv("PATH", on_path_dir)
+    monkeypatch.setattr(tessera._build, "bundled_compiler", lambda: bundled)
+    monkeypatch.setenv("TESSERA_BIN", explicit)
+    assert tessera.find_compiler() == explicit
+    monkeypatch.delenv("TESSERA_BIN")
+    assert tessera.find_compiler() == bundled
+    monkeypatch.setattr(tessera._build, "bundled_compiler", lambda: None)
+    assert tessera.find_compiler() == os.path.join(on_path_dir, "tessera")

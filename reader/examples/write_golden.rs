@@ -3,7 +3,7 @@
 //! `tests/golden.rs` opens them forever after and checks that today's writer
 //! still produces the same bytes.
 //!
-//!     cargo run -p tessera-reader --example write_golden -- reader/tests/golden/v1
+//!     cargo run -p tessera-shards-reader --example write_golden -- reader/tests/golden/v1
 
 use std::path::PathBuf;
 use tessera_reader::{DType, FieldSpec, RecordLayout, ShardSetWriter};
