@@ -3,8 +3,9 @@
 # installs what is missing (mold, and a virtual environment in .venv with the
 # Python packages), then the Rust tests (unit, integration, doc), the wheel
 # (binding + CLI) and the Python tests against it, including its install into
-# a fresh virtual environment with no Rust, and a short fuzz run of the format
-# parsers.
+# a fresh virtual environment with no Rust, the differential suite (every
+# query of a corpus against DuckDB, across thread counts and input cuts), and
+# a short fuzz run of the format parsers.
 #   ./test.sh                   everything
 #   FUZZ_SECONDS=0 ./test.sh    skip the fuzz run
 #   TESSERA_LINT=1 ./test.sh    also rustfmt --check and clippy -D warnings
@@ -48,6 +49,10 @@ ls -l "$TESSERA_WHEEL"
 
 step "python package and tests"
 TESSERA_WHEEL="$TESSERA_WHEEL" scripts/test-python.sh
+
+step "differential suite (tessera against DuckDB on the same files)"
+TESSERA_BIN="$CARGO_TARGET_DIR/release/tessera" PYTHON="$TESSERA_VENV/bin/python" \
+  scripts/test-differential.sh
 
 if [[ "${FUZZ_SECONDS:-20}" != "0" ]]; then
   step "fuzz (${FUZZ_SECONDS:-20}s per target)"
