@@ -35,7 +35,10 @@ pub fn resolve(arg: &str, cache_dir: Option<&Path>) -> Result<PathBuf, BuildErro
     let is_hex = arg.len() >= 4 && arg.chars().all(|c| c.is_ascii_hexdigit());
     if is_hex {
         let lower = arg.to_ascii_lowercase();
-        let hits: Vec<&CacheEntry> = entries.iter().filter(|e| e.hash.starts_with(&lower)).collect();
+        let hits: Vec<&CacheEntry> = entries
+            .iter()
+            .filter(|e| e.hash.starts_with(&lower))
+            .collect();
         match hits.as_slice() {
             [one] => return Ok(one.path.clone()),
             [] => {}
@@ -153,7 +156,8 @@ fn sidecars(src: &Path) -> Result<Vec<String>, BuildError> {
     let shards: std::collections::HashSet<&str> =
         manifest.shards.iter().map(|s| s.file.as_str()).collect();
     let mut out = Vec::new();
-    let rd = std::fs::read_dir(src).map_err(|e| BuildError::Other(format!("{}: {e}", src.display())))?;
+    let rd =
+        std::fs::read_dir(src).map_err(|e| BuildError::Other(format!("{}: {e}", src.display())))?;
     for entry in rd.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if name != "manifest.json"

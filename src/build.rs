@@ -274,7 +274,11 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
         // A cached artifact built with --allow-empty is still empty.
         if !opts.allow_empty {
             let m = &artifact.manifest;
-            let kept = m.build.get("rows_kept").and_then(|v| v.as_u64()).unwrap_or(m.rows);
+            let kept = m
+                .build
+                .get("rows_kept")
+                .and_then(|v| v.as_u64())
+                .unwrap_or(m.rows);
             let scan: ScanMetrics = m
                 .build
                 .get("scan")
@@ -728,6 +732,30 @@ fn source_root(spec_path: &Path, pattern: &str, files: &[PathBuf]) -> PathBuf {
     }
 }
 
+/// DataFusion's wording, in the spec's terms: no `__input.` qualifiers (the
+/// query's output is what fields read), no advice about DataFusion settings,
+/// one line.
+fn in_user_terms(msg: &str) -> String {
+    let mut out = msg.replace("'__input.", "'").replace("__input.", "");
+    if let Some(start) = out.find("Column names are case sensitive.") {
+        let end = out[start..]
+            .find("configuration.")
+            .map_or(out.len(), |i| start + i + "configuration.".len());
+        out.replace_range(
+            start..end,
+            "Names are case-sensitive: write a column as the data spells it; in SQL (expr, \
+             filter, query), unquoted names are folded to lower case, so quote them (\"Carat\").",
+        );
+    }
+    out = out.replace("Valid fields are ", "The query's columns are: ");
+    out.replace("Schema error: ", "")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Points a query error at the spec key that names the missing column, when
 /// DataFusion reports one ("No field named x"), so the message carries the
 /// spec file, the key path and the line; otherwise prefixes the spec file.
@@ -739,7 +767,7 @@ fn locate(spec: &Spec, e: crate::plan::PlanError) -> BuildError {
         }
         _ => {}
     }
-    let msg = e.to_string();
+    let msg = in_user_terms(&e.to_string());
     // Overflow in a field's expression names the field's output column.
     if let Some(rest) = msg.split("integer overflow in __f").nth(1) {
         let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
@@ -765,7 +793,7 @@ fn locate(spec: &Spec, e: crate::plan::PlanError) -> BuildError {
             .collect();
         (!token.is_empty()).then_some(token)
     });
-    if let Some(name) = missing {
+    if let Some(name) = missing.map(|n| n.trim_start_matches("__input.").to_string()) {
         let mentions = |text: &str| text.to_lowercase().contains(&name.to_lowercase());
         for f in &spec.fields {
             let uses = match &f.input {

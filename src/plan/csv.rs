@@ -12,9 +12,11 @@
 use super::PlanError;
 use super::sources::{FilePart, PartRange, SourceTable};
 use crate::spec::{CsvOptions, Source};
-use datafusion::arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions, new_null_array};
+use datafusion::arrow::array::{
+    ArrayRef, Int64Array, RecordBatch, RecordBatchOptions, StringArray, new_null_array,
+};
 use datafusion::arrow::csv::reader::{Format, ReaderBuilder};
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DataFusionError, Result as DfResult, Statistics};
@@ -138,6 +140,19 @@ pub fn infer_schema(src: &Source) -> Result<SchemaRef, PlanError> {
     Ok(Arc::new(schema))
 }
 
+/// Column with each row's file, when a scan reports positions.
+pub const FILE_COLUMN: &str = "__tessera_file";
+/// Column with each row's line (CSV) or row (other formats), counting from 1.
+pub const LINE_COLUMN: &str = "__tessera_line";
+
+/// `schema` with the two position columns appended.
+pub fn with_positions(schema: &SchemaRef) -> SchemaRef {
+    let mut fields: Vec<FieldRef> = schema.fields().iter().cloned().collect();
+    fields.push(Arc::new(Field::new(FILE_COLUMN, DataType::Utf8, false)));
+    fields.push(Arc::new(Field::new(LINE_COLUMN, DataType::Int64, false)));
+    Arc::new(Schema::new(fields))
+}
+
 /// Cut points of a text file: byte offsets where a new line starts, about
 /// every `target` bytes, skipping line breaks inside quoted CSV values (`quote`
 /// is `None` for NDJSON). Returns `(offset, line)` pairs, the first `(0, 1)`;
@@ -188,6 +203,8 @@ pub fn cut_points(
 #[derive(Debug)]
 pub struct CsvScanExec {
     table: Arc<SourceTable>,
+    /// The table's schema, with the position columns when asked for.
+    table_schema: SchemaRef,
     format: Format,
     groups: Vec<Vec<FilePart>>,
     projection: Option<Vec<usize>>,
@@ -205,10 +222,16 @@ impl CsvScanExec {
         groups: Vec<Vec<FilePart>>,
         projection: Option<Vec<usize>>,
         limit: Option<usize>,
+        positions: bool,
     ) -> DfResult<Self> {
+        let table_schema = if positions {
+            with_positions(&table.schema)
+        } else {
+            Arc::clone(&table.schema)
+        };
         let schema = match &projection {
-            Some(p) => Arc::new(table.schema.project(p)?),
-            None => Arc::clone(&table.schema),
+            Some(p) => Arc::new(table_schema.project(p)?),
+            None => Arc::clone(&table_schema),
         };
         let properties = Arc::new(PlanProperties::new(
             EquivalenceProperties::new(Arc::clone(&schema)),
@@ -218,6 +241,7 @@ impl CsvScanExec {
         ));
         Ok(CsvScanExec {
             table,
+            table_schema,
             format,
             groups,
             projection,
@@ -296,6 +320,7 @@ impl ExecutionPlan for CsvScanExec {
         let bytes = MetricBuilder::new(&self.metrics).counter("bytes_scanned", partition);
         let mut reader = PartsReader {
             table: Arc::clone(&self.table),
+            table_width: self.table_schema.fields().len(),
             format: self.format.clone(),
             parts: parts.into_iter(),
             projection: self.projection.clone(),
@@ -328,10 +353,14 @@ struct Current {
     part: FilePart,
     /// 1-based line number of the part's first line.
     first_line: u64,
+    /// Line number of the part's next record.
+    next_line: u64,
 }
 
 struct PartsReader {
     table: Arc<SourceTable>,
+    /// Columns of the scanned table, position columns included.
+    table_width: usize,
     format: Format,
     parts: std::vec::IntoIter<FilePart>,
     projection: Option<Vec<usize>>,
@@ -361,6 +390,9 @@ impl PartsReader {
                 Some(Err(e)) => return Err(self.locate(e)),
                 Some(Ok(batch)) => {
                     let mut batch = self.complete(batch)?;
+                    if let Some(cur) = self.current.as_mut() {
+                        cur.next_line += batch.num_rows() as u64;
+                    }
                     if let Some(rem) = self.remaining.as_mut() {
                         if batch.num_rows() > *rem {
                             batch = batch.slice(0, *rem);
@@ -402,6 +434,7 @@ impl PartsReader {
             reader,
             part,
             first_line,
+            next_line: first_line + u64::from(header),
         })
     }
 
@@ -414,14 +447,21 @@ impl PartsReader {
         let values = &self.table.files[cur.part.file].partition_values;
         let projection: Vec<usize> = match &self.projection {
             Some(p) => p.clone(),
-            None => (0..self.table.schema.fields().len()).collect(),
+            None => (0..self.table_width).collect(),
         };
+        let n_table = self.table.schema.fields().len();
         let mut next_file_col = 0;
         let mut cols: Vec<ArrayRef> = Vec::with_capacity(projection.len());
         for &i in &projection {
             if i < n_file {
                 cols.push(Arc::clone(batch.column(next_file_col)));
                 next_file_col += 1;
+            } else if i == n_table {
+                let path = self.table.files[cur.part.file].path.display().to_string();
+                cols.push(Arc::new(StringArray::from(vec![path; batch.num_rows()])));
+            } else if i == n_table + 1 {
+                let lines = (0..batch.num_rows() as u64).map(|k| (cur.next_line + k) as i64);
+                cols.push(Arc::new(Int64Array::from_iter_values(lines)));
             } else {
                 let v = values
                     .get(i - n_file)

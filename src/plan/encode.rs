@@ -24,6 +24,7 @@ pub fn column(batch: &RecordBatch, name: &str, field: &str) -> Result<ArrayRef, 
         .cloned()
         .ok_or_else(|| PlanError::Encode {
             key: Some(format!("fields.{field}")),
+            row: None,
             context: "the query output".into(),
             message: format!("lacks column {name}"),
         })
@@ -206,6 +207,7 @@ impl<'a> Encoder<'a> {
             .field(&f.name)
             .ok_or_else(|| PlanError::Encode {
                 key: Some(format!("fields.{}", f.name)),
+                row: None,
                 context: "the record layout".into(),
                 message: "the field is missing from the layout".into(),
             })?;
@@ -426,6 +428,7 @@ fn list_without_length() -> ValueError {
 fn too_big(rows: usize, stride: usize) -> PlanError {
     PlanError::Encode {
         key: Some("fields".into()),
+        row: None,
         context: "the record buffer".into(),
         message: format!(
             "{rows} records of {stride} bytes cannot be allocated; make the records smaller"

@@ -67,6 +67,8 @@ pub enum PlanError {
     Encode {
         /// The spec key the value belongs to (`fields.x`, `split.key`).
         key: Option<String>,
+        /// The row of the task's query output (from 0), when one is at fault.
+        row: Option<u64>,
         /// Where: the row and the task's input.
         context: String,
         /// What is wrong, quoting the value.
@@ -577,6 +579,100 @@ impl Planner {
         Ok(())
     }
 
+    /// Adds the input file and line of a bad value to `e`, when the spec has
+    /// no query (so query output rows are input rows, filtered) and the
+    /// chunk is of a source that can tell: CSV (its line) or Parquet (its
+    /// row). One extra pass over the chunk, only on error.
+    fn with_input_row(&self, chunk: &Chunk, e: PlanError) -> PlanError {
+        let PlanError::Encode {
+            key,
+            row: Some(row),
+            context,
+            message,
+        } = e
+        else {
+            return e;
+        };
+        let located = self.locate_row(chunk, row).unwrap_or(context);
+        PlanError::Encode {
+            key,
+            row: Some(row),
+            context: located,
+            message,
+        }
+    }
+
+    /// The input file and line (or row) of row `row` of a chunk's output.
+    fn locate_row(&self, chunk: &Chunk, row: u64) -> Option<String> {
+        if self.spec.query.is_some() || chunk.rows.is_some() {
+            return None;
+        }
+        let table = self.tables.get(&chunk.source)?;
+        let (file_sql, line_sql, unit) = match table.format {
+            SourceFormat::Csv => (
+                quote_ident(csv::FILE_COLUMN),
+                Some(quote_ident(csv::LINE_COLUMN)),
+                "line",
+            ),
+            SourceFormat::Parquet => (
+                "input_file_name()".to_string(),
+                Some("file_row_index() + 1".to_string()),
+                "row",
+            ),
+            _ => ("input_file_name()".to_string(), None, "row"),
+        };
+        let rt = exec::runtime(1).ok()?;
+        let mut options = planning_options(&self.opts, Some(chunk.source.clone()));
+        options.batch_rows = self.opts.batch_rows;
+        let ctx = exec::session(&options).ok()?;
+        let t =
+            sources::FilesTable::new(Arc::clone(table), chunk.parts.clone(), 1).with_positions();
+        ctx.register_table(table.name.as_str(), Arc::new(t)).ok()?;
+        let mut sql = format!(
+            "SELECT CAST({file_sql} AS VARCHAR) AS f, CAST({} AS BIGINT) AS l FROM {}",
+            line_sql.as_deref().unwrap_or("NULL"),
+            quote_ident(&table.name)
+        );
+        if let Some(filter) = &self.spec.filter {
+            sql.push_str(&format!(" WHERE {filter}"));
+        }
+        let batches = rt
+            .block_on(async { ctx.sql(&sql).await?.collect().await })
+            .ok()?;
+        let mut skip = row;
+        for b in batches {
+            let n = b.num_rows() as u64;
+            if skip >= n {
+                skip -= n;
+                continue;
+            }
+            use datafusion::arrow::array::{Array, AsArray};
+            let r = skip as usize;
+            let files = datafusion::arrow::compute::cast(
+                b.column(0),
+                &datafusion::arrow::datatypes::DataType::Utf8,
+            )
+            .ok()?;
+            let files = files.as_string_opt::<i32>()?;
+            let lines = b
+                .column(1)
+                .as_primitive_opt::<datafusion::arrow::datatypes::Int64Type>()?;
+            let file = files.is_valid(r).then(|| files.value(r).to_string())?;
+            // input_file_name() gives the object-store path, without the root.
+            let file = if file.starts_with('/') {
+                file
+            } else {
+                format!("/{file}")
+            };
+            return Some(match lines.is_valid(r) {
+                true if unit == "line" => format!("{file}:{}", lines.value(r)),
+                true => format!("{file}, {unit} {}", lines.value(r)),
+                false => file,
+            });
+        }
+        None
+    }
+
     /// The statistics pass over one chunk.
     pub fn stats_task(&self, chunk: &Chunk) -> Result<(StatsPartial, ScanMetrics), PlanError> {
         let mut partial = StatsPartial::new(&self.spec);
@@ -604,12 +700,14 @@ impl Planner {
         let mut enc =
             encode::Encoder::new(&self.spec, layout, frozen, dir, chunk.index, target_bytes);
         let what = self.describe(chunk);
-        let metrics = self.run(chunk, sql::Columns::All, |batch| {
-            let before = enc.bytes_written();
-            enc.push(batch, &what)?;
-            progress(batch.num_rows() as u64, enc.bytes_written() - before);
-            Ok(())
-        })?;
+        let metrics = self
+            .run(chunk, sql::Columns::All, |batch| {
+                let before = enc.bytes_written();
+                enc.push(batch, &what)?;
+                progress(batch.num_rows() as u64, enc.bytes_written() - before);
+                Ok(())
+            })
+            .map_err(|e| self.with_input_row(chunk, e))?;
         Ok((enc.finish()?, metrics))
     }
 }

@@ -543,6 +543,9 @@ fn hex(b: u8) -> Option<u8> {
 pub struct FilesTable {
     table: Arc<SourceTable>,
     groups: Vec<Vec<FilePart>>,
+    /// CSV only: add each row's file and line (`csv::with_positions`), to
+    /// locate a bad value in its input.
+    positions: bool,
 }
 
 impl FilesTable {
@@ -550,7 +553,17 @@ impl FilesTable {
     /// about equal weight (one group keeps the parts' order in one stream).
     pub fn new(table: Arc<SourceTable>, parts: Vec<FilePart>, partitions: usize) -> FilesTable {
         let groups = split_groups(&table, parts, partitions.max(1));
-        FilesTable { table, groups }
+        FilesTable {
+            table,
+            groups,
+            positions: false,
+        }
+    }
+
+    /// The same table with the position columns (CSV sources only).
+    pub fn with_positions(mut self) -> FilesTable {
+        self.positions = self.table.format == SourceFormat::Csv;
+        self
     }
 }
 
@@ -592,7 +605,11 @@ fn split_groups(table: &SourceTable, parts: Vec<FilePart>, n: usize) -> Vec<Vec<
 #[async_trait]
 impl TableProvider for FilesTable {
     fn schema(&self) -> SchemaRef {
-        Arc::clone(&self.table.schema)
+        if self.positions {
+            super::csv::with_positions(&self.table.schema)
+        } else {
+            Arc::clone(&self.table.schema)
+        }
     }
 
     fn table_type(&self) -> TableType {
@@ -617,9 +634,10 @@ impl TableProvider for FilesTable {
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let groups: Vec<&Vec<FilePart>> = self.groups.iter().filter(|g| !g.is_empty()).collect();
         if groups.is_empty() {
+            let full = self.schema();
             let schema = match projection {
-                Some(p) => Arc::new(self.table.schema.project(p)?),
-                None => Arc::clone(&self.table.schema),
+                Some(p) => Arc::new(full.project(p)?),
+                None => full,
             };
             return Ok(Arc::new(EmptyExec::new(schema)));
         }
@@ -631,6 +649,7 @@ impl TableProvider for FilesTable {
                 groups,
                 projection.cloned(),
                 limit,
+                self.positions,
             )?));
         };
         let table_schema = TableSchema::builder(Arc::clone(&self.table.file_schema))

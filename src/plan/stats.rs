@@ -43,8 +43,9 @@ impl Rows<'_> {
     pub fn at_key(&self, key: &str, e: ValueError) -> PlanError {
         PlanError::Encode {
             key: Some(key.to_string()),
+            row: Some(self.first + e.row as u64),
             context: format!(
-                "row {} of the query output (counting from 1) for {}",
+                "query output row {} (counting from 1) of {}",
                 self.first + e.row as u64 + 1,
                 self.what
             ),
@@ -184,6 +185,7 @@ impl StatsPartial {
                         if !mean.is_finite() || !std.is_finite() {
                             return Err(PlanError::Encode {
                                 key: Some(format!("fields.{}", f.name)),
+                                row: None,
                                 context: "the statistics pass".into(),
                                 message: format!(
                                     "the mean ({mean}) or standard deviation ({std}) is not a \
