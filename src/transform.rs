@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// Version of the transform semantics; part of every artifact hash.
-pub const SEMANTICS_VERSION: u32 = 1;
+/// 2: the build-time shuffle (`order: { shuffle_seed }`) follows order
+/// version 2 of the reader, so the same spec writes other bytes.
+pub const SEMANTICS_VERSION: u32 = 2;
 
 /// The stable 64-bit hash used by `hash_bucket` and `split`: FNV-1a over the
 /// value's UTF-8 bytes, then the SplitMix64 finalizer to spread the low bits.

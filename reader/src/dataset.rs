@@ -186,6 +186,11 @@ impl Dataset {
         &self.set.manifest
     }
 
+    /// The definition of the shuffled order this set was written with.
+    pub fn order_version(&self) -> crate::order::OrderVersion {
+        self.set.manifest.order()
+    }
+
     /// The record layout.
     pub fn layout(&self) -> &RecordLayout {
         &self.set.manifest.layout

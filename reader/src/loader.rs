@@ -183,7 +183,13 @@ impl Loader {
     fn start(&self, cursor: Cursor) -> Batches {
         let job = Arc::new(Job {
             ds: self.ds.clone(),
-            order: EpochOrder::new(self.ds.len(), self.cfg.shuffle, cursor.seed, cursor.epoch),
+            order: EpochOrder::new_as(
+                self.ds.order_version(),
+                self.ds.len(),
+                self.cfg.shuffle,
+                cursor.seed,
+                cursor.epoch,
+            ),
             schedule: self.schedule,
             start: cursor.position,
             worker: self.cfg.worker,
@@ -293,7 +299,7 @@ impl Job {
             // fewer memory accesses in flight. Positions reach past n only
             // in a padded last batch.
             scratch.clear();
-            scratch.extend(positions.map(|p| self.order.get(if p < n { p } else { p % n })));
+            self.order.extend_records(positions, scratch);
             // In range by construction: the order maps into 0..n.
             let _ = self.ds.gather(scratch, out);
         }
