@@ -13,6 +13,7 @@ mod permutation;
 mod schedule;
 
 pub use permutation::TABLE_MAX;
+pub(crate) use permutation::{SplitMix, mix};
 pub use schedule::{Cursor, LastBatch, Schedule};
 
 use crate::error::{Error, Result};

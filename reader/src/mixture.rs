@@ -1,0 +1,524 @@
+//! Mixtures: several shard sets (or splits) read as one stream, each
+//! component taking a share of the samples set by weights that may change at
+//! given global samples (a schedule).
+//!
+//! Everything is a pure function of the seed, the schedule and the global
+//! sample number `g` (counted from the start of training over all ranks):
+//!
+//! - *Which component* sample `g` comes from is a deterministic weighted
+//!   interleave: a binary tree over the components, each node sending its
+//!   `x`-th sample left when `floor((x + 1) wl + u) / T > floor(x wl + u) / T`
+//!   (`wl` the left subtree's weight, `T` the node's, `u` a seeded offset).
+//!   After `x` samples a node has sent exactly `floor((x wl + u) / T)` left,
+//!   so any prefix of the stream holds each component in proportion to its
+//!   weight to within one sample per tree level, and the count of every
+//!   component at any `g` is a closed formula (no scan).
+//! - *Which record*: a component's `k`-th sample is position `k mod n` of
+//!   its own epoch `k div n` (`n` its size), in that epoch's seeded order:
+//!   sampling without replacement inside a component, and a component that
+//!   runs out starts its next epoch (reshuffled) on its own.
+//! - The mixture's own epoch `e` is the samples `e L .. (e + 1) L`, `L` being
+//!   `epoch_samples` (by default the components' total size), so a loader
+//!   cuts it into batches, ranks and workers like one set.
+//!
+//! Resuming with other weights is exact because the saved state carries
+//! every component's count at `g` ([`Mixture::counts_at`]), and
+//! [`Mixture::anchored`] continues from those counts with the new schedule:
+//! no component sample is lost or repeated whatever the weights were before.
+
+use crate::dataset::{Dataset, gather_with};
+use crate::error::{Error, Result};
+use crate::layout::RecordLayout;
+use crate::order::{EpochOrder, SplitMix, mix};
+use std::sync::Arc;
+
+/// One component of a mixture.
+#[derive(Clone, Debug)]
+pub struct MixComponent {
+    /// Name, unique in the mixture (it also keys the component's seed).
+    pub name: String,
+    /// The records.
+    pub dataset: Dataset,
+}
+
+/// A step of a weight schedule: from global sample `start` on, component
+/// `c` gets a share `weights[c] / sum(weights)` of the samples.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WeightStep {
+    /// First global sample the weights apply to.
+    pub start: u64,
+    /// One weight per component, in component order: finite, >= 0, and not
+    /// all zero. A component with weight 0 gets no sample in this step.
+    pub weights: Vec<f64>,
+}
+
+/// Several shard sets read as one weighted stream (see the module docs).
+#[derive(Clone, Debug)]
+pub struct Mixture {
+    components: Vec<MixComponent>,
+    /// Per-component seed.
+    seeds: Vec<u64>,
+    seed: u64,
+    shuffle: bool,
+    epoch_samples: u64,
+    segments: Vec<Segment>,
+    layout: Arc<RecordLayout>,
+}
+
+/// The weights in force over global samples `start..end`.
+#[derive(Clone, Debug)]
+struct Segment {
+    start: u64,
+    end: u64,
+    nodes: Vec<Node>,
+    /// Each component's count at `start`.
+    base: Vec<u64>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Child {
+    Node(usize),
+    Leaf(usize),
+}
+
+/// An interleave node: of its `x`-th sample, `floor((x wl + u) / total)`
+/// went left before it.
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    wl: u64,
+    total: u64,
+    u: u64,
+    left: Child,
+    right: Child,
+}
+
+/// Weights are turned into integers with this total, so the interleave is
+/// exact integer arithmetic on every platform.
+const WEIGHT_SCALE: f64 = (1u64 << 40) as f64;
+
+impl Mixture {
+    /// A mixture of `components` with constant `weights` (one per component).
+    pub fn new(components: Vec<MixComponent>, weights: Vec<f64>, seed: u64) -> Result<Self> {
+        Self::scheduled(
+            components,
+            vec![WeightStep { start: 0, weights }],
+            seed,
+            None,
+            true,
+        )
+    }
+
+    /// A mixture whose weights follow `schedule` (steps in increasing
+    /// `start`, the first at 0). `epoch_samples` is the length of one
+    /// mixture epoch (default: the components' total size); `shuffle`
+    /// false reads every component in storage order.
+    pub fn scheduled(
+        components: Vec<MixComponent>,
+        schedule: Vec<WeightStep>,
+        seed: u64,
+        epoch_samples: Option<u64>,
+        shuffle: bool,
+    ) -> Result<Self> {
+        let bad = |m: String| Error::InvalidArgument(format!("mixture: {m}"));
+        let first = components
+            .first()
+            .ok_or_else(|| bad("needs at least one component".into()))?;
+        let layout = first.dataset.layout().clone();
+        for (i, c) in components.iter().enumerate() {
+            if c.name.is_empty() {
+                return Err(bad(format!("component {i} has an empty name")));
+            }
+            if components[..i].iter().any(|d| d.name == c.name) {
+                return Err(bad(format!("component {:?} is listed twice", c.name)));
+            }
+            if c.dataset.layout() != &layout {
+                return Err(bad(format!(
+                    "component {:?} ({}) has another record layout than {:?} ({}); \
+                     a mixture's components must have the same fields",
+                    c.name,
+                    c.dataset.dir().display(),
+                    first.name,
+                    first.dataset.dir().display()
+                )));
+            }
+        }
+        let total: u64 = components.iter().map(|c| c.dataset.len()).sum();
+        let epoch_samples = epoch_samples.unwrap_or(total);
+        let seeds = components
+            .iter()
+            .map(|c| component_seed(seed, &c.name))
+            .collect();
+        let mut mixture = Mixture {
+            components,
+            seeds,
+            seed,
+            shuffle,
+            epoch_samples,
+            segments: Vec::new(),
+            layout: Arc::new(layout),
+        };
+        let base = vec![0; mixture.components.len()];
+        mixture.segments = mixture.build_segments(&schedule, 0, base)?;
+        Ok(mixture)
+    }
+
+    /// This mixture continued from global sample `at`, where the components'
+    /// counts were `counts` (from [`Mixture::counts_at`] of the run being
+    /// resumed), with `schedule`'s weights from `at` on (steps before `at`
+    /// only matter through the weights in force at `at`). Samples from `at`
+    /// on draw each component's records after the `counts` already taken,
+    /// so resuming with other weights loses and repeats nothing.
+    pub fn anchored(&self, at: u64, counts: &[u64], schedule: &[WeightStep]) -> Result<Self> {
+        if counts.len() != self.components.len() {
+            return Err(Error::InvalidArgument(format!(
+                "mixture: {} counts for {} components",
+                counts.len(),
+                self.components.len()
+            )));
+        }
+        let taken: u128 = counts.iter().map(|&c| u128::from(c)).sum();
+        if taken != u128::from(at) {
+            return Err(Error::InvalidArgument(format!(
+                "mixture: component counts add up to {taken}, not to the position {at}"
+            )));
+        }
+        let mut m = self.clone();
+        m.segments = m.build_segments(schedule, at, counts.to_vec())?;
+        Ok(m)
+    }
+
+    /// The weight schedule that a mixture anchored at `at` uses: the step in
+    /// force at `at`, starting there, then the later steps.
+    fn build_segments(
+        &self,
+        schedule: &[WeightStep],
+        at: u64,
+        mut base: Vec<u64>,
+    ) -> Result<Vec<Segment>> {
+        let bad = |m: String| Error::InvalidArgument(format!("mixture: {m}"));
+        if schedule.first().is_none_or(|s| s.start != 0) {
+            return Err(bad("the weight schedule must start at sample 0".into()));
+        }
+        for w in schedule.windows(2) {
+            if w[1].start <= w[0].start {
+                return Err(bad(format!(
+                    "weight steps must start at increasing samples ({} after {})",
+                    w[1].start, w[0].start
+                )));
+            }
+        }
+        let mut segments = Vec::new();
+        for (i, step) in schedule.iter().enumerate() {
+            let end = schedule.get(i + 1).map_or(u64::MAX, |s| s.start);
+            if end <= at {
+                continue;
+            }
+            let start = step.start.max(at);
+            let ints = self.integer_weights(step)?;
+            let mut nodes = Vec::new();
+            let mut rng = SplitMix(self.seed ^ mix(0x6d69_7874_7572_6573 ^ start));
+            build_tree(&ints, 0, ints.len(), &mut nodes, &mut rng);
+            let seg = Segment {
+                start,
+                end,
+                nodes,
+                base: base.clone(),
+            };
+            if end != u64::MAX {
+                let add = seg.local_counts(end - start, self.components.len());
+                for (b, a) in base.iter_mut().zip(add) {
+                    *b += a;
+                }
+            }
+            segments.push(seg);
+        }
+        Ok(segments)
+    }
+
+    fn integer_weights(&self, step: &WeightStep) -> Result<Vec<u64>> {
+        let bad = |m: String| Error::InvalidArgument(format!("mixture: {m}"));
+        if step.weights.len() != self.components.len() {
+            return Err(bad(format!(
+                "the step at sample {} has {} weights for {} components",
+                step.start,
+                step.weights.len(),
+                self.components.len()
+            )));
+        }
+        for (c, &w) in self.components.iter().zip(&step.weights) {
+            if !w.is_finite() || w < 0.0 {
+                return Err(bad(format!(
+                    "weight of {:?} at sample {} is {w}; weights must be finite and >= 0",
+                    c.name, step.start
+                )));
+            }
+            if w > 0.0 && c.dataset.is_empty() {
+                return Err(bad(format!(
+                    "component {:?} has no records but weight {w} at sample {}",
+                    c.name, step.start
+                )));
+            }
+        }
+        let sum: f64 = step.weights.iter().sum();
+        if sum <= 0.0 {
+            return Err(bad(format!(
+                "the weights at sample {} are all zero",
+                step.start
+            )));
+        }
+        Ok(step
+            .weights
+            .iter()
+            .map(|&w| {
+                let i = (w / sum * WEIGHT_SCALE).round() as u64;
+                // A positive weight never rounds to nothing.
+                if w > 0.0 { i.max(1) } else { 0 }
+            })
+            .collect())
+    }
+
+    /// The components, in order.
+    pub fn components(&self) -> &[MixComponent] {
+        &self.components
+    }
+
+    /// The mixture's seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// Whether components are read in their seeded shuffled order.
+    pub fn shuffle(&self) -> bool {
+        self.shuffle
+    }
+
+    /// Samples in one mixture epoch.
+    pub fn epoch_samples(&self) -> u64 {
+        self.epoch_samples
+    }
+
+    /// The common record layout.
+    pub fn layout(&self) -> &RecordLayout {
+        &self.layout
+    }
+
+    /// Bytes per record.
+    pub fn stride(&self) -> usize {
+        self.layout.stride as usize
+    }
+
+    /// The first global sample this mixture defines (0, or the anchor).
+    pub fn first_sample(&self) -> u64 {
+        self.segments.first().map_or(0, |s| s.start)
+    }
+
+    fn segment(&self, g: u64) -> &Segment {
+        let i = self.segments.partition_point(|s| s.end <= g);
+        &self.segments[i.min(self.segments.len() - 1)]
+    }
+
+    /// How many samples each component has contributed to global samples
+    /// `0..g` (`g` at or after [`Mixture::first_sample`]).
+    pub fn counts_at(&self, g: u64) -> Vec<u64> {
+        let seg = self.segment(g);
+        let local = seg.local_counts(g.saturating_sub(seg.start), self.components.len());
+        seg.base.iter().zip(local).map(|(b, l)| b + l).collect()
+    }
+
+    /// Global sample `g`: its component and the record index in it.
+    pub fn pick(&self, g: u64) -> (usize, u64) {
+        let mut picks = Vec::new();
+        let mut cache = OrderCache::default();
+        self.picks(g..g + 1, &mut picks, &mut cache);
+        picks[0]
+    }
+
+    /// The `(component, record)` of global samples `range`, appended.
+    fn picks(
+        &self,
+        range: std::ops::Range<u64>,
+        out: &mut Vec<(usize, u64)>,
+        cache: &mut OrderCache,
+    ) {
+        let mut g = range.start;
+        while g < range.end {
+            let seg = self.segment(g);
+            let stop = range.end.min(seg.end);
+            // Each node's state at the first sample: how many it has seen
+            // (x) and the running remainder of x * wl + u modulo total.
+            let x0 = g - seg.start;
+            let mut state = vec![(0u64, 0u64); seg.nodes.len()];
+            let mut counts = seg.base.clone();
+            if !seg.nodes.is_empty() {
+                seg.init(0, x0, &mut state, &mut counts);
+            } else {
+                counts[0] += x0;
+            }
+            for _ in g..stop {
+                let c = if seg.nodes.is_empty() {
+                    0
+                } else {
+                    seg.step(&mut state)
+                };
+                let k = counts[c];
+                counts[c] += 1;
+                out.push((c, self.record_of(c, k, cache)));
+            }
+            g = stop;
+        }
+    }
+
+    /// Record of component `c` at its `k`-th sample.
+    #[inline]
+    fn record_of(&self, c: usize, k: u64, cache: &mut OrderCache) -> u64 {
+        let ds = &self.components[c].dataset;
+        let n = ds.len();
+        let (epoch, pos) = (k / n, k % n);
+        if !self.shuffle {
+            return pos;
+        }
+        cache
+            .get(c, epoch, || {
+                EpochOrder::shuffled_as(ds.order_version(), n, self.seeds[c], epoch)
+            })
+            .get(pos)
+    }
+
+    /// Copies global samples `range` into consecutive slots of `out`.
+    pub(crate) fn fill(
+        &self,
+        range: std::ops::Range<u64>,
+        out: &mut [u8],
+        scratch: &mut MixScratch,
+    ) {
+        scratch.picks.clear();
+        self.picks(range, &mut scratch.picks, &mut scratch.orders);
+        let picks = &scratch.picks;
+        gather_with(out, self.stride(), |j| {
+            let (c, i) = picks[j];
+            self.components[c].dataset.record_in_range(i)
+        });
+    }
+}
+
+/// Per-thread buffers of a mixture loader.
+#[derive(Default)]
+pub(crate) struct MixScratch {
+    picks: Vec<(usize, u64)>,
+    orders: OrderCache,
+}
+
+/// The epoch orders in use, per component (building one can cost a table).
+#[derive(Default)]
+struct OrderCache {
+    slots: Vec<Option<(u64, EpochOrder)>>,
+}
+
+impl OrderCache {
+    #[inline]
+    fn get(&mut self, c: usize, epoch: u64, make: impl FnOnce() -> EpochOrder) -> &EpochOrder {
+        if self.slots.len() <= c {
+            self.slots.resize(c + 1, None);
+        }
+        let slot = &mut self.slots[c];
+        if slot.as_ref().is_some_and(|(e, _)| *e != epoch) {
+            *slot = None;
+        }
+        &slot.get_or_insert_with(|| (epoch, make())).1
+    }
+}
+
+impl Segment {
+    /// Component counts after `x` samples of this segment.
+    fn local_counts(&self, x: u64, ncomp: usize) -> Vec<u64> {
+        let mut counts = vec![0u64; ncomp];
+        if self.nodes.is_empty() {
+            counts[0] = x;
+            return counts;
+        }
+        let mut state = vec![(0u64, 0u64); self.nodes.len()];
+        self.init(0, x, &mut state, &mut counts);
+        counts
+    }
+
+    /// Sets node `i`'s state for having seen `x` samples, recursively, and
+    /// adds the leaves' shares to `counts`.
+    fn init(&self, i: usize, x: u64, state: &mut [(u64, u64)], counts: &mut [u64]) {
+        let n = self.nodes[i];
+        let v = u128::from(x) * u128::from(n.wl) + u128::from(n.u);
+        let left = (v / u128::from(n.total)) as u64;
+        state[i] = (x, (v % u128::from(n.total)) as u64);
+        for (child, cx) in [(n.left, left), (n.right, x - left)] {
+            match child {
+                Child::Node(j) => self.init(j, cx, state, counts),
+                Child::Leaf(c) => counts[c] += cx,
+            }
+        }
+    }
+
+    /// Routes the next sample from the root; returns its component.
+    #[inline]
+    fn step(&self, state: &mut [(u64, u64)]) -> usize {
+        let mut i = 0;
+        loop {
+            let n = &self.nodes[i];
+            let (x, r) = &mut state[i];
+            *x += 1;
+            // floor((x wl + u) / total) grows by one exactly when the
+            // remainder wraps.
+            *r += n.wl;
+            let child = if *r >= n.total {
+                *r -= n.total;
+                n.left
+            } else {
+                n.right
+            };
+            match child {
+                Child::Node(j) => i = j,
+                Child::Leaf(c) => return c,
+            }
+        }
+    }
+}
+
+/// Builds the interleave tree over components `lo..hi` (at least two);
+/// returns the root's index. Components with weight 0 still get a leaf
+/// (its share is always empty).
+fn build_tree(w: &[u64], lo: usize, hi: usize, nodes: &mut Vec<Node>, rng: &mut SplitMix) -> Child {
+    if hi - lo == 1 {
+        return Child::Leaf(lo);
+    }
+    let at = nodes.len();
+    nodes.push(Node {
+        wl: 0,
+        total: 1,
+        u: 0,
+        left: Child::Leaf(lo),
+        right: Child::Leaf(lo),
+    });
+    let mid = lo + (hi - lo) / 2;
+    let wl: u64 = w[lo..mid].iter().sum();
+    let total = wl + w[mid..hi].iter().sum::<u64>();
+    let u = if total == 0 { 0 } else { rng.below(total) };
+    let left = build_tree(w, lo, mid, nodes, rng);
+    let right = build_tree(w, mid, hi, nodes, rng);
+    nodes[at] = Node {
+        wl,
+        // A subtree whose components all have weight 0 is never entered.
+        total: total.max(1),
+        u,
+        left,
+        right,
+    };
+    Child::Node(at)
+}
+
+/// A component's seed: the mixture's seed and the component's name, so
+/// reordering the components changes no component's order.
+fn component_seed(seed: u64, name: &str) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for b in name.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    mix(seed ^ mix(h))
+}
