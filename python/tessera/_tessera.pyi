@@ -26,6 +26,46 @@ def write_shard_set(
 ) -> str:
     """Writes a shard set from byte columns; low level, see ``tessera.write``."""
 
+def mixture(
+    components: Sequence[Tuple[str, Dataset]],
+    schedule: Sequence[Tuple[int, Sequence[float]]],
+    seed: int,
+    epoch_samples: Optional[int] = None,
+    shuffle: bool = True,
+) -> Mixture:
+    """Builds a mixture; see ``tessera.mix``."""
+
+@final
+class Mixture:
+    """A weighted mixture of datasets with the same record layout."""
+
+    def __len__(self) -> int: ...
+    @property
+    def names(self) -> List[str]: ...
+    @property
+    def fields(self) -> List[Field]: ...
+    @property
+    def stride(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def shuffle(self) -> bool: ...
+    def counts_at(self, g: int) -> List[int]: ...
+    def pick(self, g: int) -> Tuple[int, int]: ...
+    def loader(
+        self,
+        batch_size: int,
+        rank: int = 0,
+        world_size: int = 1,
+        drop_last: bool = True,
+        threads: int = 2,
+        prefetch: int = 2,
+        *,
+        last_batch: Optional[str] = None,
+        worker: int = 0,
+        num_workers: int = 1,
+    ) -> Loader: ...
+
 @final
 class Field:
     """One field of the record layout."""
@@ -96,8 +136,11 @@ class Loader:
     def epoch(self) -> int: ...
     def state_dict(self) -> Dict[str, Any]: ...
     def load_state_dict(self, state: Dict[str, Any]) -> None: ...
+    def counts_at(self, epoch: int, position: int) -> Optional[Dict[str, int]]: ...
     @property
-    def dataset(self) -> Dataset: ...
+    def dataset(self) -> Optional[Dataset]: ...
+    @property
+    def mixture(self) -> Optional[Mixture]: ...
     @property
     def batch_size(self) -> int: ...
     @property

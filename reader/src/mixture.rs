@@ -61,6 +61,8 @@ pub struct Mixture {
     seed: u64,
     shuffle: bool,
     epoch_samples: u64,
+    /// The schedule the segments were built from.
+    schedule: Vec<WeightStep>,
     segments: Vec<Segment>,
     layout: Arc<RecordLayout>,
 }
@@ -154,11 +156,13 @@ impl Mixture {
             seed,
             shuffle,
             epoch_samples,
+            schedule: Vec::new(),
             segments: Vec::new(),
             layout: Arc::new(layout),
         };
         let base = vec![0; mixture.components.len()];
         mixture.segments = mixture.build_segments(&schedule, 0, base)?;
+        mixture.schedule = schedule;
         Ok(mixture)
     }
 
@@ -182,8 +186,18 @@ impl Mixture {
                 "mixture: component counts add up to {taken}, not to the position {at}"
             )));
         }
+        // The same schedule and the counts it gives: nothing to re-anchor,
+        // and keeping the segments keeps the interleave identical to the
+        // uninterrupted run.
+        if schedule == self.schedule.as_slice()
+            && at >= self.first_sample()
+            && self.counts_at(at) == counts
+        {
+            return Ok(self.clone());
+        }
         let mut m = self.clone();
         m.segments = m.build_segments(schedule, at, counts.to_vec())?;
+        m.schedule = schedule.to_vec();
         Ok(m)
     }
 

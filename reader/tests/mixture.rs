@@ -429,3 +429,16 @@ fn bad_mixtures_are_clear_errors() {
     assert!(Loader::mixture(m.clone(), cfg(4, 6, 0, 1, 0)).is_err());
     assert!(m.anchored(7, &[1, 2], &constant(&[1.0, 1.0])).is_err());
 }
+
+#[test]
+fn restoring_with_the_same_weights_continues_the_very_same_stream() {
+    let s = sets(&[120, 80]);
+    let m = Mixture::new(s.comps.clone(), vec![0.6, 0.4], 21).unwrap();
+    let at = 333;
+    let same = m
+        .anchored(at, &m.counts_at(at), &constant(&[0.6, 0.4]))
+        .unwrap();
+    for g in at..at + 600 {
+        assert_eq!(same.pick(g), m.pick(g), "sample {g}");
+    }
+}
