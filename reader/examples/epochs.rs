@@ -1,0 +1,218 @@
+//! Whole-epoch throughput of the Rust loader next to a plain gather loop, in
+//! one run (`benches/epochs.py` drives it together with the other paths).
+//!
+//! ```text
+//! cargo run --release -p tessera-reader --example epochs -- SET [--epochs 5] [--batch 4096]
+//!     [--threads 2] [--mix A,B,C] [--json]
+//! ```
+//!
+//! Every figure covers whole shuffled epochs, epoch start included:
+//!
+//! - `gather_{1,2}t`: the baseline, a plain loop copying records at random
+//!   indices (drawn beforehand, not timed) into a 4096-record buffer, on one
+//!   thread and on two (alternate batches);
+//! - `loader_{0,1,2}t`: the loader with that many prefetch threads, the
+//!   consumer dropping each batch (`_read`: summing every 8-byte word of it);
+//! - with `--mix A,B,C`: `mixture_2t` reads a mixture of the three sets
+//!   (weights proportional to their sizes) and `single_2t` one set of the
+//!   same total size (`SET`).
+
+use std::hint::black_box;
+use std::time::Instant;
+use tessera_reader::{Dataset, LastBatch, Loader, LoaderConfig, MixComponent, Mixture};
+
+struct Args {
+    set: String,
+    epochs: u64,
+    batch: u64,
+    threads: usize,
+    mix: Vec<String>,
+    json: bool,
+}
+
+fn args() -> Result<Args, String> {
+    let mut it = std::env::args().skip(1);
+    let mut a = Args {
+        set: String::new(),
+        epochs: 5,
+        batch: 4096,
+        threads: 2,
+        mix: Vec::new(),
+        json: false,
+    };
+    while let Some(x) = it.next() {
+        let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
+        match x.as_str() {
+            "--epochs" => a.epochs = value("--epochs")?.parse().map_err(|e| format!("{e}"))?,
+            "--batch" => a.batch = value("--batch")?.parse().map_err(|e| format!("{e}"))?,
+            "--threads" => a.threads = value("--threads")?.parse().map_err(|e| format!("{e}"))?,
+            "--mix" => a.mix = value("--mix")?.split(',').map(String::from).collect(),
+            "--json" => a.json = true,
+            s if !s.starts_with('-') && a.set.is_empty() => a.set = s.to_string(),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    if a.set.is_empty() {
+        return Err(
+            "usage: epochs SET [--epochs N] [--batch B] [--threads T] [--mix A,B,C] [--json]"
+                .into(),
+        );
+    }
+    Ok(a)
+}
+
+/// Sums every 8-byte word: a consumer that reads the whole batch.
+fn read_all(bytes: &[u8]) -> u64 {
+    let (head, words, tail) = {
+        // SAFETY: any initialized bytes are valid u64 words; `align_to`
+        // only hands out the correctly aligned middle part.
+        unsafe { bytes.align_to::<u64>() }
+    };
+    let mut s = words.iter().fold(0u64, |a, &w| a.wrapping_add(w));
+    for &b in head.iter().chain(tail) {
+        s = s.wrapping_add(u64::from(b));
+    }
+    s
+}
+
+/// The plain baseline over `epochs` epochs of `n` records.
+fn gather(ds: &Dataset, idx: &[u64], batch: usize, threads: usize, epochs: u64) -> f64 {
+    let stride = ds.stride();
+    let n = idx.len();
+    let batches = n.div_ceil(batch);
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        for th in 0..threads {
+            s.spawn(move || {
+                let mut buf = vec![0u8; batch * stride];
+                for _ in 0..epochs {
+                    let mut k = th;
+                    while k < batches {
+                        let part = &idx[k * batch..((k + 1) * batch).min(n)];
+                        for (dst, &i) in buf.chunks_exact_mut(stride).zip(part) {
+                            dst.copy_from_slice(ds.record(i).unwrap_or(&[]));
+                        }
+                        black_box(&buf);
+                        k += threads;
+                    }
+                }
+            });
+        }
+    });
+    (n as u64 * epochs) as f64 / t.elapsed().as_secs_f64()
+}
+
+fn config(batch: u64, threads: usize, seed: u64) -> LoaderConfig {
+    LoaderConfig {
+        batch_size: batch,
+        seed,
+        threads,
+        last_batch: LastBatch::Partial,
+        ..Default::default()
+    }
+}
+
+/// Records per second over whole epochs, epoch starts included.
+fn stream(loader: &Loader, epochs: u64, read: bool) -> f64 {
+    let mut rows = 0u64;
+    let mut sum = 0u64;
+    let t = Instant::now();
+    for e in 0..epochs {
+        for b in loader.epoch(e) {
+            rows += b.rows() as u64;
+            if read {
+                sum = sum.wrapping_add(read_all(b.bytes()));
+            }
+        }
+    }
+    black_box(sum);
+    rows as f64 / t.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let a = match args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    let ds = match Dataset::open(&a.set) {
+        Ok(ds) => ds,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+    };
+    // Page the set in, untimed.
+    black_box(
+        (0..ds.len())
+            .step_by(25)
+            .map(|i| ds.record(i).map_or(0, |r| r[0]))
+            .fold(0u8, u8::wrapping_add),
+    );
+    let mut x = 0x5eed_u64;
+    let idx: Vec<u64> = (0..ds.len())
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % ds.len()
+        })
+        .collect();
+    let mut results: Vec<(String, f64)> = Vec::new();
+    let batch = a.batch as usize;
+    results.push(("gather_1t".into(), gather(&ds, &idx, batch, 1, a.epochs)));
+    results.push(("gather_2t".into(), gather(&ds, &idx, batch, 2, a.epochs)));
+    for threads in [0usize, 1, a.threads] {
+        let l = Loader::new(&ds, config(a.batch, threads, 7)).unwrap_or_else(|e| panic!("{e}"));
+        results.push((format!("loader_{threads}t"), stream(&l, a.epochs, false)));
+        results.push((
+            format!("loader_{threads}t_read"),
+            stream(&l, a.epochs, true),
+        ));
+    }
+    if !a.mix.is_empty() {
+        let comps: Vec<MixComponent> = a
+            .mix
+            .iter()
+            .enumerate()
+            .map(|(i, p)| MixComponent {
+                name: format!("c{i}"),
+                dataset: Dataset::open(p).unwrap_or_else(|e| panic!("{e}")),
+            })
+            .collect();
+        let weights = comps.iter().map(|c| c.dataset.len() as f64).collect();
+        let m = Mixture::new(comps, weights, 7).unwrap_or_else(|e| panic!("{e}"));
+        let ml =
+            Loader::mixture(m, config(a.batch, a.threads, 7)).unwrap_or_else(|e| panic!("{e}"));
+        let sl = Loader::new(&ds, config(a.batch, a.threads, 7)).unwrap_or_else(|e| panic!("{e}"));
+        // Interleaved, so both see the same machine load.
+        let (mut m_rate, mut s_rate) = (0.0, 0.0);
+        for _ in 0..2 {
+            s_rate += stream(&sl, a.epochs, false) / 2.0;
+            m_rate += stream(&ml, a.epochs, false) / 2.0;
+        }
+        results.push(("single_2t".into(), s_rate));
+        results.push(("mixture_2t".into(), m_rate));
+    }
+    let base = results
+        .iter()
+        .find(|(n, _)| n == "gather_2t")
+        .map_or(1.0, |r| r.1);
+    if a.json {
+        let items: Vec<String> = results
+            .iter()
+            .map(|(n, r)| format!("{{\"name\": \"{n}\", \"samples_per_sec\": {r:.0}}}"))
+            .collect();
+        println!("[{}]", items.join(", "));
+    } else {
+        for (n, r) in &results {
+            println!(
+                "{n:>18}  {:8.1} M samples/s  {:5.2} x gather_2t",
+                r / 1e6,
+                r / base
+            );
+        }
+    }
+}
