@@ -13,13 +13,18 @@
 //!   thread and on two (alternate batches);
 //! - `loader_{0,1,2}t`: the loader with that many prefetch threads, the
 //!   consumer dropping each batch (`_read`: summing every 8-byte word of it);
+//! - `order_v1_ns`, `order_v2_ns`: nanoseconds per position to compute a
+//!   whole epoch's shuffled order, batch by batch, under order versions 1
+//!   and 2 (the cost of the permutation alone);
 //! - with `--mix A,B,C`: `mixture_2t` reads a mixture of the three sets
 //!   (weights proportional to their sizes) and `single_2t` one set of the
 //!   same total size (`SET`).
 
 use std::hint::black_box;
 use std::time::Instant;
-use tessera_reader::{Dataset, LastBatch, Loader, LoaderConfig, MixComponent, Mixture};
+use tessera_reader::{
+    Dataset, EpochOrder, LastBatch, Loader, LoaderConfig, MixComponent, Mixture, OrderVersion,
+};
 
 struct Args {
     set: String,
@@ -162,6 +167,29 @@ fn main() {
         .collect();
     let mut results: Vec<(String, f64)> = Vec::new();
     let batch = a.batch as usize;
+    for (name, v) in [
+        ("order_v1_ns", OrderVersion::V1),
+        ("order_v2_ns", OrderVersion::V2),
+    ] {
+        let mut out = Vec::with_capacity(batch);
+        let mut sum = 0u64;
+        let t = Instant::now();
+        for e in 0..a.epochs {
+            let o = EpochOrder::shuffled_as(v, ds.len(), 7, e);
+            let mut p = 0;
+            while p < ds.len() {
+                out.clear();
+                o.extend_records(p..(p + a.batch).min(ds.len()), &mut out);
+                sum = sum.wrapping_add(out[0]);
+                p += a.batch;
+            }
+        }
+        black_box(sum);
+        results.push((
+            name.into(),
+            t.elapsed().as_nanos() as f64 / (ds.len() * a.epochs) as f64,
+        ));
+    }
     results.push(("gather_1t".into(), gather(&ds, &idx, batch, 1, a.epochs)));
     results.push(("gather_2t".into(), gather(&ds, &idx, batch, 2, a.epochs)));
     for threads in [0usize, 1, a.threads] {
@@ -208,11 +236,15 @@ fn main() {
         println!("[{}]", items.join(", "));
     } else {
         for (n, r) in &results {
-            println!(
-                "{n:>18}  {:8.1} M samples/s  {:5.2} x gather_2t",
-                r / 1e6,
-                r / base
-            );
+            if n.ends_with("_ns") {
+                println!("{n:>18}  {r:8.2} ns per position");
+            } else {
+                println!(
+                    "{n:>18}  {:8.1} M samples/s  {:5.2} x gather_2t",
+                    r / 1e6,
+                    r / base
+                );
+            }
         }
     }
 }

@@ -149,14 +149,38 @@ impl EpochOrder {
             Kind::Table(t) => out.extend(positions.map(|p| u64::from(t[wrap(p) as usize]))),
             Kind::V1(f) => out.extend(positions.map(|p| walk(n, wrap(p), |x| f.permute(x)))),
             Kind::V2(f) => {
-                // One pass for every position first (a branch-free loop the
-                // CPU overlaps well), then the few that left `0..n` walk on.
+                // One vectorized pass over every position, then further
+                // passes over the (fewer than half, on average) values that
+                // left 0..n, gathered into a dense list so that those passes
+                // vectorize too.
                 let from = out.len();
-                out.extend(positions.map(|p| f.permute(wrap(p))));
-                for x in &mut out[from..] {
-                    while *x >= n {
-                        *x = f.permute(*x);
+                out.extend(positions.map(wrap));
+                let xs = &mut out[from..];
+                f.permute_all(xs);
+                // Branch-free bookkeeping: write every candidate, advance
+                // the count only for those that must walk on.
+                let mut idx = vec![0u32; xs.len()];
+                let mut count = 0usize;
+                for (j, &x) in xs.iter().enumerate() {
+                    idx[count] = j as u32;
+                    count += usize::from(x >= n);
+                }
+                let mut vals = vec![0u64; count];
+                while count > 0 {
+                    idx.truncate(count);
+                    vals.truncate(count);
+                    for (v, &j) in vals.iter_mut().zip(&idx) {
+                        *v = xs[j as usize];
                     }
+                    f.permute_all(&mut vals);
+                    let mut keep = 0usize;
+                    for k in 0..count {
+                        let (j, x) = (idx[k], vals[k]);
+                        xs[j as usize] = x;
+                        idx[keep] = j;
+                        keep += usize::from(x >= n);
+                    }
+                    count = keep;
                 }
             }
         }

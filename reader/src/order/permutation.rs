@@ -141,6 +141,49 @@ impl FeistelV2 {
         }
     }
 
+    /// Replaces every value of `xs` (each in `0..2^bits`) by one pass of
+    /// the network. The same arithmetic as [`FeistelV2::permute`], in a loop
+    /// the compiler vectorizes (8 values per instruction with AVX-512, 4
+    /// with AVX2, chosen at run time): the per-position cost of a shuffled
+    /// batch falls from about the cost of gathering a record to a fraction
+    /// of it.
+    pub(crate) fn permute_all(&self, xs: &mut [u64]) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512dq") {
+                // SAFETY: the CPU has AVX-512 F and DQ (DQ implies F), which
+                // is all the function's target features require.
+                unsafe { self.permute_all_avx512(xs) };
+                return;
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2, the function's target feature.
+                unsafe { self.permute_all_avx2(xs) };
+                return;
+            }
+        }
+        self.permute_all_plain(xs);
+    }
+
+    #[inline(always)]
+    fn permute_all_plain(&self, xs: &mut [u64]) {
+        for x in xs {
+            *x = self.permute(*x);
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    fn permute_all_avx512(&self, xs: &mut [u64]) {
+        self.permute_all_plain(xs);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn permute_all_avx2(&self, xs: &mut [u64]) {
+        self.permute_all_plain(xs);
+    }
+
     /// One pass of the network over `0..2^bits`.
     #[inline(always)]
     pub(crate) fn permute(&self, x: u64) -> u64 {

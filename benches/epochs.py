@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""The speed users get: whole shuffled epochs through every product path, in one run.
+
+Writes (once, under --dir) an 800k-record set of 160-byte Criteo-like records
+and three component sets of the same total size, then measures, each over
+--epochs whole epochs (epoch starts included), batch 4096:
+
+  gather_2t         a plain two-thread loop gathering random records into a
+                    4096-record buffer (Rust, the baseline every ratio uses)
+  gather_1t         the same on one thread
+  rust_loader       the Rust loader, 2 prefetch threads
+  tessera_bench     `tessera bench --shuffle --threads 2` (if the compiler binary is found)
+  python_loader     the Python loader, threads=2
+  torch_0w          tessera.torch.IterableDataset, DataLoader(num_workers=0), threads=2
+  torch_2w          the same with num_workers=2 (one reader thread per worker)
+  *_mix             a 3-component mixture of the same total size (Rust and Python)
+
+each product path without a consumer and, as `..._read`, with a consumer that
+reads every byte of each batch. Ratios are against gather_2t of the same run.
+
+    python benches/epochs.py                 # 800k records, 5 epochs
+    python benches/epochs.py --epochs 3 --json
+
+Needs the reader example (`cargo build --release -p tessera-reader --example
+epochs`, built here if missing) and the tessera package installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+import numpy as np
+
+import tessera
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BATCH = 4096
+
+
+def make(path: str, n: int, seed: int) -> None:
+    if os.path.exists(os.path.join(path, "manifest.json")):
+        return
+    rng = np.random.default_rng(seed)
+    cols = {
+        "dense": rng.standard_normal((n, 13), dtype=np.float32),
+        "cat": rng.integers(0, 1 << 20, size=(n, 26), dtype=np.int32),
+        "label": (rng.random(n) < 0.25).astype(np.float32),
+    }
+    tessera.write(path, cols)
+
+
+def target_dir() -> str:
+    return os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/tessera/target"))
+
+
+def rust_example() -> str:
+    exe = os.path.join(target_dir(), "release", "examples", "epochs")
+    if not os.path.exists(exe):
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "tessera-reader", "--example", "epochs"],
+                       cwd=ROOT, check=True)
+    return exe
+
+
+def compiler() -> Optional[str]:
+    for c in [os.environ.get("TESSERA_BIN"), shutil.which("tessera"), os.path.join(target_dir(), "release", "tessera")]:
+        if c and os.path.exists(c):
+            return c
+    return None
+
+
+def read_every_byte(batch: Dict[str, Any]) -> int:
+    """Sums the whole batch buffer as uint64 words (every byte of every record)."""
+    import ctypes
+
+    owner = next(iter(batch.values())).base
+    raw = np.ctypeslib.as_array((ctypes.c_uint8 * owner.nbytes).from_address(owner.address))
+    return int(raw.view(np.uint64).sum())
+
+
+def timed(epochs: int, run_epoch: Callable[[int], int]) -> float:
+    rows = 0
+    t = time.perf_counter()
+    for e in range(epochs):
+        rows += run_epoch(e)
+    return rows / (time.perf_counter() - t)
+
+
+def python_loader(src: Any, epochs: int, read: bool) -> float:
+    loader = src.loader(BATCH, threads=2, drop_last=False) if not isinstance(src, tessera.Mixture) \
+        else src.loader(BATCH, threads=2, drop_last=False)
+
+    def epoch(e: int) -> int:
+        loader.set_epoch(e)
+        n = 0
+        for b in loader:
+            n += len(b["label"])
+            if read:
+                read_every_byte(b)
+        return n
+
+    return timed(epochs, epoch)
+
+
+def torch_loader(path: str, epochs: int, workers: int, read: bool) -> float:
+    import torch
+    from torch.utils.data import DataLoader
+
+    import tessera.torch
+
+    data = tessera.torch.IterableDataset(path, BATCH, seed=7, last_batch="partial", threads=2 if workers == 0 else 1)
+    dl = DataLoader(data, batch_size=None, num_workers=workers, persistent_workers=workers > 0)
+
+    def epoch(e: int) -> int:
+        data.set_epoch(e)
+        n = 0
+        for b in dl:
+            n += len(b["label"])
+            if read:
+                for t in b.values():
+                    t.view(torch.uint8).sum() if t.is_contiguous() else t.sum()
+        return n
+
+    return timed(epochs, epoch)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dir", default=os.path.join(target_dir(), "tmp", "tessera-epochs"))
+    ap.add_argument("--rows", type=int, default=800_000)
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    os.makedirs(a.dir, exist_ok=True)
+    single = os.path.join(a.dir, f"single-{a.rows}")
+    parts = [a.rows * 3 // 8, a.rows * 3 // 8]
+    parts.append(a.rows - sum(parts))
+    comps = [os.path.join(a.dir, f"part{i}-{n}") for i, n in enumerate(parts)]
+    make(single, a.rows, 0)
+    for i, (p, n) in enumerate(zip(comps, parts)):
+        make(p, n, i + 1)
+
+    res: Dict[str, float] = {}
+    out = subprocess.run([rust_example(), single, "--epochs", str(a.epochs), "--mix", ",".join(comps), "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    rust = {r["name"]: r["samples_per_sec"] for r in json.loads(out)}
+    res["gather_1t"] = rust["gather_1t"]
+    res["gather_2t"] = rust["gather_2t"]
+    res["rust_loader"] = rust["loader_2t"]
+    res["rust_loader_read"] = rust["loader_2t_read"]
+    res["rust_single(mix ref)"] = rust["single_2t"]
+    res["rust_mix"] = rust["mixture_2t"]
+    exe = compiler()
+    if exe:
+        r = subprocess.run([exe, "bench", single, "--shuffle", "--threads", "2", "--epochs", str(a.epochs), "--json"],
+                           check=True, capture_output=True, text=True).stdout
+        res["tessera_bench"] = json.loads(r)["samples_per_sec"]
+    ds = tessera.open(single)
+    mix = tessera.mix({f"p{i}": (p, float(n)) for i, (p, n) in enumerate(zip(comps, parts))}, seed=7)
+    res["python_loader"] = python_loader(ds, a.epochs, False)
+    res["python_loader_read"] = python_loader(ds, a.epochs, True)
+    res["python_single(mix ref)"] = python_loader(ds, a.epochs, False)
+    res["python_mix"] = python_loader(mix, a.epochs, False)
+    try:
+        import torch  # noqa: F401
+
+        res["torch_0w"] = torch_loader(single, a.epochs, 0, False)
+        res["torch_0w_read"] = torch_loader(single, a.epochs, 0, True)
+        res["torch_2w"] = torch_loader(single, a.epochs, 2, False)
+        res["torch_2w_read"] = torch_loader(single, a.epochs, 2, True)
+    except ImportError:
+        print("torch is not installed: skipping the torch rows", file=sys.stderr)
+    base = res["gather_2t"]
+    load = os.getloadavg()[0]
+    if a.json:
+        print(json.dumps({"rows": a.rows, "epochs": a.epochs, "load": load, "samples_per_sec": res}, indent=1))
+        return
+    print(f"{a.rows} records of 160 B, batch {BATCH}, {a.epochs} whole shuffled epochs, load average {load:.2f}")
+    print(f"{'path':>24} {'M samples/s':>12} {'x gather_2t':>12}")
+    for name, rate in res.items():
+        print(f"{name:>24} {rate / 1e6:12.1f} {rate / base:12.2f}")
+    print(f"{'rust mix / single':>24} {'':>12} {res['rust_mix'] / res['rust_single(mix ref)']:12.2f}")
+    print(f"{'python mix / single':>24} {'':>12} {res['python_mix'] / res['python_single(mix ref)']:12.2f}")
+
+
+if __name__ == "__main__":
+    main()
