@@ -158,9 +158,12 @@ def main() -> None:
     res["rust_mix"] = rust["mixture_2t"]
     exe = compiler()
     if exe:
-        r = subprocess.run([exe, "bench", single, "--shuffle", "--threads", "2", "--epochs", str(a.epochs), "--json"],
-                           check=True, capture_output=True, text=True).stdout
-        res["tessera_bench"] = json.loads(r)["samples_per_sec"]
+        for suffix, extra in [("", []), ("_read", ["--read"])]:
+            r = subprocess.run([exe, "bench", single, "--shuffle", "--threads", "2", "--epochs", str(a.epochs),
+                                "--json", *extra], check=True, capture_output=True, text=True).stdout
+            res["tessera_bench" + suffix] = json.loads(r)["samples_per_sec"]
+    else:
+        print("no tessera compiler binary (TESSERA_BIN, PATH, target dir): skipping tessera bench", file=sys.stderr)
     ds = tessera.open(single)
     mix = tessera.mix({f"p{i}": (p, float(n)) for i, (p, n) in enumerate(zip(comps, parts))}, seed=7)
     res["python_loader"] = python_loader(ds, a.epochs, False)

@@ -368,34 +368,69 @@ impl Mixture {
             } else {
                 counts[0] += x0;
             }
-            for _ in g..stop {
-                let c = if seg.nodes.is_empty() {
-                    0
-                } else {
-                    seg.step(&mut state)
-                };
-                let k = counts[c];
-                counts[c] += 1;
-                out.push((c, self.record_of(c, k, cache)));
+            // Route the run's samples down the tree level by level (each
+            // node's decisions are a branch-free running remainder), so each
+            // leaf gets its component's samples in order; then take each
+            // component's records for its run of consecutive samples in one
+            // call (vectorized orders).
+            let first = out.len();
+            let m = (stop - g) as usize;
+            out.resize(first + m, (0, 0));
+            let slots: Vec<u32> = (0..m as u32).collect();
+            let leaves = &mut cache.leaves;
+            leaves.resize_with(counts.len(), Vec::new);
+            for l in leaves.iter_mut() {
+                l.clear();
+            }
+            let root = if seg.nodes.is_empty() {
+                Child::Leaf(0)
+            } else {
+                Child::Node(0)
+            };
+            seg.route(root, &slots, &mut state, leaves);
+            for (c, leaf) in cache.leaves.iter().enumerate() {
+                if leaf.is_empty() {
+                    continue;
+                }
+                let run = &mut cache.run;
+                run.clear();
+                let k0 = counts[c];
+                self.records_of(c, k0..k0 + leaf.len() as u64, run, &mut cache.orders);
+                counts[c] += leaf.len() as u64;
+                for (&slot, &rec) in leaf.iter().zip(run.iter()) {
+                    out[first + slot as usize] = (c, rec);
+                }
             }
             g = stop;
         }
     }
 
-    /// Record of component `c` at its `k`-th sample.
-    #[inline]
-    fn record_of(&self, c: usize, k: u64, cache: &mut OrderCache) -> u64 {
+    /// Appends the records of component `c` at its samples `ks` (which may
+    /// span several of its epochs).
+    fn records_of(
+        &self,
+        c: usize,
+        ks: std::ops::Range<u64>,
+        out: &mut Vec<u64>,
+        orders: &mut OrderSlots,
+    ) {
         let ds = &self.components[c].dataset;
         let n = ds.len();
-        let (epoch, pos) = (k / n, k % n);
-        if !self.shuffle {
-            return pos;
+        let mut k = ks.start;
+        while k < ks.end {
+            let (epoch, pos) = (k / n, k % n);
+            let take = (ks.end - k).min(n - pos);
+            if self.shuffle {
+                orders
+                    .get(c, epoch, || {
+                        EpochOrder::shuffled_as(ds.order_version(), n, self.seeds[c], epoch)
+                    })
+                    .extend_records(pos..pos + take, out);
+            } else {
+                out.extend(pos..pos + take);
+            }
+            k += take;
         }
-        cache
-            .get(c, epoch, || {
-                EpochOrder::shuffled_as(ds.order_version(), n, self.seeds[c], epoch)
-            })
-            .get(pos)
     }
 
     /// Copies global samples `range` into consecutive slots of `out`.
@@ -422,13 +457,23 @@ pub(crate) struct MixScratch {
     orders: OrderCache,
 }
 
-/// The epoch orders in use, per component (building one can cost a table).
+/// Per-thread state of building mixture batches.
 #[derive(Default)]
 struct OrderCache {
+    orders: OrderSlots,
+    /// Each component's slots in the run being built.
+    leaves: Vec<Vec<u32>>,
+    /// One component's records for its slots.
+    run: Vec<u64>,
+}
+
+/// The epoch orders in use, per component (building one can cost a table).
+#[derive(Default)]
+struct OrderSlots {
     slots: Vec<Option<(u64, EpochOrder)>>,
 }
 
-impl OrderCache {
+impl OrderSlots {
     #[inline]
     fn get(&mut self, c: usize, epoch: u64, make: impl FnOnce() -> EpochOrder) -> &EpochOrder {
         if self.slots.len() <= c {
@@ -470,28 +515,41 @@ impl Segment {
         }
     }
 
-    /// Routes the next sample from the root; returns its component.
-    #[inline]
-    fn step(&self, state: &mut [(u64, u64)]) -> usize {
-        let mut i = 0;
-        loop {
-            let n = &self.nodes[i];
-            let (x, r) = &mut state[i];
-            *x += 1;
-            // floor((x wl + u) / total) grows by one exactly when the
-            // remainder wraps.
-            *r += n.wl;
-            let child = if *r >= n.total {
-                *r -= n.total;
-                n.left
-            } else {
-                n.right
-            };
-            match child {
-                Child::Node(j) => i = j,
-                Child::Leaf(c) => return c,
+    /// Sends the samples `slots` (in order) through `child`, appending
+    /// each leaf's share to `leaves[component]`.
+    fn route(
+        &self,
+        child: Child,
+        slots: &[u32],
+        state: &mut [(u64, u64)],
+        leaves: &mut [Vec<u32>],
+    ) {
+        let i = match child {
+            Child::Leaf(c) => {
+                leaves[c].extend_from_slice(slots);
+                return;
             }
+            Child::Node(i) => i,
+        };
+        let node = self.nodes[i];
+        let (x, mut r) = state[i];
+        let mut left = vec![0u32; slots.len()];
+        let mut right = vec![0u32; slots.len()];
+        let (mut nl, mut nr) = (0usize, 0usize);
+        for &s in slots {
+            // floor((x wl + u) / total) grows by one exactly when the
+            // remainder wraps: that sample goes left.
+            r += node.wl;
+            let go_left = r >= node.total;
+            r -= if go_left { node.total } else { 0 };
+            left[nl] = s;
+            right[nr] = s;
+            nl += usize::from(go_left);
+            nr += usize::from(!go_left);
         }
+        state[i] = (x + slots.len() as u64, r);
+        self.route(node.left, &left[..nl], state, leaves);
+        self.route(node.right, &right[..nr], state, leaves);
     }
 }
 
