@@ -100,6 +100,9 @@ enum Command {
         /// Shuffle seed.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Read every byte of each batch in the consumer.
+        #[arg(long)]
+        read: bool,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -277,6 +280,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             epochs,
             split,
             seed,
+            read,
             json,
         } => {
             let ds = open(&path, split.as_deref())
@@ -291,6 +295,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     step_ms,
                     epochs,
                     seed,
+                    read_all: read,
                 },
             )?;
             if json {
