@@ -66,6 +66,21 @@ fn args() -> Result<Args, String> {
     Ok(a)
 }
 
+/// CPU seconds this process has used (user + system), from /proc on
+/// Linux; 0 elsewhere. Under machine load, CPU time per sample is a better
+/// guide than wall time.
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces) start at ")".
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of the whole line: 11 and 12 here.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 /// Sums every 8-byte word: a consumer that reads the whole batch.
 fn read_all(bytes: &[u8]) -> u64 {
     let (head, words, tail) = {
@@ -81,11 +96,12 @@ fn read_all(bytes: &[u8]) -> u64 {
 }
 
 /// The plain baseline over `epochs` epochs of `n` records.
-fn gather(ds: &Dataset, idx: &[u64], batch: usize, threads: usize, epochs: u64) -> f64 {
+fn gather(ds: &Dataset, idx: &[u64], batch: usize, threads: usize, epochs: u64) -> Rate {
     let stride = ds.stride();
     let n = idx.len();
     let batches = n.div_ceil(batch);
     let t = Instant::now();
+    let cpu = cpu_seconds();
     std::thread::scope(|s| {
         for th in 0..threads {
             s.spawn(move || {
@@ -104,7 +120,23 @@ fn gather(ds: &Dataset, idx: &[u64], batch: usize, threads: usize, epochs: u64) 
             });
         }
     });
-    (n as u64 * epochs) as f64 / t.elapsed().as_secs_f64()
+    Rate::since(n as u64 * epochs, t, cpu)
+}
+
+/// Samples per second of wall time, and CPU nanoseconds per sample.
+#[derive(Clone, Copy)]
+struct Rate {
+    per_sec: f64,
+    cpu_ns: f64,
+}
+
+impl Rate {
+    fn since(samples: u64, t: Instant, cpu: f64) -> Rate {
+        Rate {
+            per_sec: samples as f64 / t.elapsed().as_secs_f64(),
+            cpu_ns: (cpu_seconds() - cpu) * 1e9 / samples as f64,
+        }
+    }
 }
 
 fn config(batch: u64, threads: usize, seed: u64) -> LoaderConfig {
@@ -118,10 +150,11 @@ fn config(batch: u64, threads: usize, seed: u64) -> LoaderConfig {
 }
 
 /// Records per second over whole epochs, epoch starts included.
-fn stream(loader: &Loader, epochs: u64, read: bool) -> f64 {
+fn stream(loader: &Loader, epochs: u64, read: bool) -> Rate {
     let mut rows = 0u64;
     let mut sum = 0u64;
     let t = Instant::now();
+    let cpu = cpu_seconds();
     for e in 0..epochs {
         for b in loader.epoch(e) {
             rows += b.rows() as u64;
@@ -131,7 +164,7 @@ fn stream(loader: &Loader, epochs: u64, read: bool) -> f64 {
         }
     }
     black_box(sum);
-    rows as f64 / t.elapsed().as_secs_f64()
+    Rate::since(rows, t, cpu)
 }
 
 fn main() {
@@ -165,11 +198,11 @@ fn main() {
             x % ds.len()
         })
         .collect();
-    let mut results: Vec<(String, f64)> = Vec::new();
     let batch = a.batch as usize;
+    let mut orders: Vec<(String, f64)> = Vec::new();
     for (name, v) in [
-        ("order_v1_ns", OrderVersion::V1),
-        ("order_v2_ns", OrderVersion::V2),
+        ("order_v1", OrderVersion::V1),
+        ("order_v2", OrderVersion::V2),
     ] {
         let mut out = Vec::with_capacity(batch);
         let mut sum = 0u64;
@@ -185,13 +218,13 @@ fn main() {
             }
         }
         black_box(sum);
-        results.push((
-            name.into(),
-            t.elapsed().as_nanos() as f64 / (ds.len() * a.epochs) as f64,
-        ));
+        let ns = t.elapsed().as_nanos() as f64 / (ds.len() * a.epochs) as f64;
+        orders.push((name.into(), ns));
     }
-    results.push(("gather_1t".into(), gather(&ds, &idx, batch, 1, a.epochs)));
-    results.push(("gather_2t".into(), gather(&ds, &idx, batch, 2, a.epochs)));
+    let mut results: Vec<(String, Rate)> = vec![
+        ("gather_1t".into(), gather(&ds, &idx, batch, 1, a.epochs)),
+        ("gather_2t".into(), gather(&ds, &idx, batch, 2, a.epochs)),
+    ];
     for threads in [0usize, 1, a.threads] {
         let l = Loader::new(&ds, config(a.batch, threads, 7)).unwrap_or_else(|e| panic!("{e}"));
         results.push((format!("loader_{threads}t"), stream(&l, a.epochs, false)));
@@ -216,35 +249,50 @@ fn main() {
             Loader::mixture(m, config(a.batch, a.threads, 7)).unwrap_or_else(|e| panic!("{e}"));
         let sl = Loader::new(&ds, config(a.batch, a.threads, 7)).unwrap_or_else(|e| panic!("{e}"));
         // Interleaved, so both see the same machine load.
-        let (mut m_rate, mut s_rate) = (0.0, 0.0);
+        let mut single = Vec::new();
+        let mut mixed = Vec::new();
         for _ in 0..2 {
-            s_rate += stream(&sl, a.epochs, false) / 2.0;
-            m_rate += stream(&ml, a.epochs, false) / 2.0;
+            single.push(stream(&sl, a.epochs, false));
+            mixed.push(stream(&ml, a.epochs, false));
         }
-        results.push(("single_2t".into(), s_rate));
-        results.push(("mixture_2t".into(), m_rate));
+        let mean = |v: &[Rate]| Rate {
+            per_sec: v.iter().map(|r| r.per_sec).sum::<f64>() / v.len() as f64,
+            cpu_ns: v.iter().map(|r| r.cpu_ns).sum::<f64>() / v.len() as f64,
+        };
+        results.push(("single_2t".into(), mean(&single)));
+        results.push(("mixture_2t".into(), mean(&mixed)));
     }
     let base = results
         .iter()
         .find(|(n, _)| n == "gather_2t")
-        .map_or(1.0, |r| r.1);
+        .map_or(1.0, |r| r.1.per_sec);
     if a.json {
-        let items: Vec<String> = results
+        let mut items: Vec<String> = results
             .iter()
-            .map(|(n, r)| format!("{{\"name\": \"{n}\", \"samples_per_sec\": {r:.0}}}"))
+            .map(|(n, r)| {
+                format!(
+                    "{{\"name\": \"{n}\", \"samples_per_sec\": {:.0}, \"cpu_ns_per_sample\": {:.2}}}",
+                    r.per_sec, r.cpu_ns
+                )
+            })
             .collect();
+        items.extend(
+            orders
+                .iter()
+                .map(|(n, ns)| format!("{{\"name\": \"{n}\", \"ns_per_position\": {ns:.2}}}")),
+        );
         println!("[{}]", items.join(", "));
     } else {
+        for (n, ns) in &orders {
+            println!("{n:>18}  {ns:8.2} ns per position");
+        }
         for (n, r) in &results {
-            if n.ends_with("_ns") {
-                println!("{n:>18}  {r:8.2} ns per position");
-            } else {
-                println!(
-                    "{n:>18}  {:8.1} M samples/s  {:5.2} x gather_2t",
-                    r / 1e6,
-                    r / base
-                );
-            }
+            println!(
+                "{n:>18}  {:8.1} M samples/s  {:5.2} x gather_2t  {:6.1} CPU ns/sample",
+                r.per_sec / 1e6,
+                r.per_sec / base,
+                r.cpu_ns
+            );
         }
     }
 }

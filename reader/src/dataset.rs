@@ -207,7 +207,7 @@ impl Dataset {
     }
 
     /// Record `i` of this view, which the caller knows is in range.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn record_in_range(&self, i: u64) -> &[u8] {
         self.set.record(self.rows.start + i)
     }
@@ -304,7 +304,7 @@ impl std::fmt::Debug for Dataset {
 
 impl ShardSet {
     /// The shard holding global row `row` (which must be in range).
-    #[inline]
+    #[inline(always)]
     fn shard_of(&self, row: u64) -> usize {
         match self.uniform_rows {
             Some(r) => ((row / r) as usize).min(self.maps.len() - 1),
@@ -312,7 +312,7 @@ impl ShardSet {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn record(&self, row: u64) -> &[u8] {
         let s = self.shard_of(row);
         let off = HEADER_LEN + (row - self.starts[s]) as usize * self.stride;
