@@ -123,8 +123,9 @@ def torch_loader(path: str, epochs: int, workers: int, read: bool) -> float:
         for b in dl:
             n += len(b["label"])
             if read:
-                for t in b.values():
-                    t.view(torch.uint8).sum() if t.is_contiguous() else t.sum()
+                # Every field views one storage: sum all of it as 8-byte words.
+                storage = b["label"].untyped_storage()
+                torch.empty(0, dtype=torch.uint8).set_(storage).view(torch.int64).sum()
         return n
 
     return timed(epochs, epoch)
@@ -149,7 +150,9 @@ def main() -> None:
     res: Dict[str, float] = {}
     out = subprocess.run([rust_example(), single, "--epochs", str(a.epochs), "--mix", ",".join(comps), "--json"],
                          check=True, capture_output=True, text=True).stdout
-    rust = {r["name"]: r["samples_per_sec"] for r in json.loads(out)}
+    rows = json.loads(out)
+    rust = {r["name"]: r["samples_per_sec"] for r in rows if "samples_per_sec" in r}
+    order_ns = {r["name"]: r["ns_per_position"] for r in rows if "ns_per_position" in r}
     res["gather_1t"] = rust["gather_1t"]
     res["gather_2t"] = rust["gather_2t"]
     res["rust_loader"] = rust["loader_2t"]
@@ -171,8 +174,12 @@ def main() -> None:
     res["python_single(mix ref)"] = python_loader(ds, a.epochs, False)
     res["python_mix"] = python_loader(mix, a.epochs, False)
     try:
-        import torch  # noqa: F401
+        import torch
 
+        # One intra-op thread: the reader's threads already use both cores,
+        # and a reduction split over busy cores measures the contention,
+        # not the loader.
+        torch.set_num_threads(1)
         res["torch_0w"] = torch_loader(single, a.epochs, 0, False)
         res["torch_0w_read"] = torch_loader(single, a.epochs, 0, True)
         res["torch_2w"] = torch_loader(single, a.epochs, 2, False)
@@ -182,12 +189,15 @@ def main() -> None:
     base = res["gather_2t"]
     load = os.getloadavg()[0]
     if a.json:
-        print(json.dumps({"rows": a.rows, "epochs": a.epochs, "load": load, "samples_per_sec": res}, indent=1))
+        print(json.dumps({"rows": a.rows, "epochs": a.epochs, "load": load, "samples_per_sec": res,
+                          "order_ns_per_position": order_ns}, indent=1))
         return
     print(f"{a.rows} records of 160 B, batch {BATCH}, {a.epochs} whole shuffled epochs, load average {load:.2f}")
     print(f"{'path':>24} {'M samples/s':>12} {'x gather_2t':>12}")
     for name, rate in res.items():
         print(f"{name:>24} {rate / 1e6:12.1f} {rate / base:12.2f}")
+    for name, ns in order_ns.items():
+        print(f"{name:>24} {ns:12.2f} ns per position (the permutation alone)")
     print(f"{'rust mix / single':>24} {'':>12} {res['rust_mix'] / res['rust_single(mix ref)']:12.2f}")
     print(f"{'python mix / single':>24} {'':>12} {res['python_mix'] / res['python_single(mix ref)']:12.2f}")
 

@@ -79,6 +79,21 @@ _GEN, _EPOCH, _START, _ANCHORED, _ANCHOR_EPOCH, _ANCHOR_POS, _COUNTS = range(7)
 
 _passes = itertools.count(1)
 
+_TORCH_DTYPES = {
+    "u8": torch.uint8,
+    "i8": torch.int8,
+    "u16": torch.uint16,
+    "i16": torch.int16,
+    "u32": torch.uint32,
+    "i32": torch.int32,
+    "u64": torch.uint64,
+    "i64": torch.int64,
+    "f16": torch.float16,
+    "bf16": torch.bfloat16,
+    "f32": torch.float32,
+    "f64": torch.float64,
+}
+
 
 class _Pass:
     """One pass over the DataLoader (or direct iteration) in the training process."""
@@ -293,10 +308,24 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
         return _Stream(self, epoch, start, info.id, info.num_workers, None)
 
     @staticmethod
-    def _convert(batch: Dict[str, Any], bf16: List[str]) -> Dict[str, Any]:
-        out = {name: torch.from_numpy(array) for name, array in batch.items()}
-        for name in bf16:
-            out[name] = out[name].view(torch.bfloat16)
+    def _convert(batch: Dict[str, Any], fields: List[Tuple[str, Any, int, int, Tuple[int, ...]]]) -> Dict[str, Any]:
+        """Tensors for every field over one tensor of the whole batch buffer:
+        no copy in this process, and one shared-memory block (not one per
+        field) when a worker sends the batch."""
+        owner = next(iter(batch.values())).base
+        whole = torch.from_numpy(owner.buffer())
+        rows, stride = owner.rows, owner.stride
+        out: Dict[str, Any] = {}
+        for name, dtype, size, offset, shape in fields:
+            typed = whole.view(dtype)
+            strides = [stride // size]
+            acc = 1
+            inner = []
+            for d in reversed(shape):
+                inner.append(acc)
+                acc *= d
+            strides.extend(reversed(inner))
+            out[name] = typed.as_strided((rows, *shape), strides, offset // size)
         return out
 
     def __len__(self) -> int:
@@ -436,7 +465,7 @@ class _Stream:
         self.yielded = 0  # batches of this sub-stream handed out
         self.token = token  # set when this stream counts deliveries itself
         self._it: Optional[Iterator[Dict[str, Any]]] = None
-        self._bf16: List[str] = []
+        self._fields: List[Tuple[str, Any, int, int, Tuple[int, ...]]] = []
 
     def __iter__(self) -> "_Stream":
         return self
@@ -458,7 +487,10 @@ class _Stream:
         at = min(self.start + self.yielded * self.num_workers * g, owner._rows)
         loader.load_state_dict({"seed": owner.seed, "shuffle": owner.shuffle, "epoch": self.epoch,
                                 "position": at})
-        self._bf16 = [f.name for f in owner._open().fields if f.dtype == "bf16"]
+        self._fields = [
+            (f.name, _TORCH_DTYPES[f.dtype], f.numpy_dtype.itemsize, f.offset, tuple(f.shape))
+            for f in owner._open().fields
+        ]
         return iter(loader)
 
     def __next__(self) -> Dict[str, Any]:
@@ -473,7 +505,7 @@ class _Stream:
         self.yielded += 1
         if self.token is not None:
             self.owner._delivered(self.token)
-        return IterableDataset._convert(batch, self._bf16) if self.owner.tensors else batch
+        return IterableDataset._convert(batch, self._fields) if self.owner.tensors else batch
 
     def state_dict(self) -> Dict[str, Any]:
         return {"epoch": self.epoch, "start": self.start, "yielded": self.yielded,
