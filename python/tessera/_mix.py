@@ -15,7 +15,7 @@ from tessera.errors import ArgumentError
 
 Source = Union[str, "os.PathLike[str]", _tessera.Dataset]
 ComponentArg = Union[Tuple[Source, float], Tuple[Source, str, float]]
-ScheduleArg = Optional[Sequence[Tuple[int, Mapping[str, float]]]]
+ScheduleArg = Optional[Union[Sequence[Tuple[int, Mapping[str, float]]], Mapping[int, Mapping[str, float]]]]
 
 
 def _open(source: Any, split: Optional[str], name: str) -> Tuple[_tessera.Dataset, Tuple[str, Optional[str]]]:
@@ -65,6 +65,8 @@ class Mixture:
             where.append(loc)
             weights.append(_weight(spec[-1], name, 0))
         steps: List[Tuple[int, List[float]]] = [(0, weights)]
+        if isinstance(schedule, Mapping):
+            schedule = sorted(schedule.items())
         for item in schedule or ():
             if not isinstance(item, tuple) or len(item) != 2 or not isinstance(item[1], Mapping):
                 raise ArgumentError(f"a schedule step is (first sample, {{name: weight}}), got {item!r}")

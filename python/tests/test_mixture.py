@@ -51,6 +51,9 @@ def test_a_mixture_pickles_from_its_configuration(two_sets: Tuple[str, str]) -> 
     m = tessera.mix({"web": (tessera.open(web).split("val"), 1.0), "code": (code, 2.0)}, seed=7,
                     schedule=[(150, {"web": 0.0})])
     copy = pickle.loads(pickle.dumps(m))
+    as_dict = tessera.mix({"web": (tessera.open(web).split("val"), 1.0), "code": (code, 2.0)}, seed=7,
+                          schedule={150: {"web": 0.0}})
+    assert as_dict.schedule == m.schedule
     assert copy.schedule == m.schedule == [(0, {"web": 1.0, "code": 2.0}), (150, {"web": 0.0, "code": 2.0})]
     a = np.concatenate([b["id"].copy() for b in m.loader(50)])
     b = np.concatenate([b["id"].copy() for b in copy.loader(50)])
