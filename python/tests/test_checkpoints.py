@@ -251,3 +251,15 @@ def test_torchdata_stateful_dataloader_protocol(small_set: str, workers: int) ->
     dl2.load_state_dict(sd)
     rest = list(dl2)
     assert np.array_equal(np.concatenate([ids(head), ids(rest)]), reference(small_set, 3))
+
+
+def test_python_loader_ranks_save_the_same_end_of_epoch_state(tmp_path: "os.PathLike[str]") -> None:
+    path = os.path.join(str(tmp_path), "ten")
+    tessera.write(path, {"id": np.arange(10, dtype=np.int64)})
+    ds = tessera.open(path)
+    ends = set()
+    for rank in range(7):
+        loader = ds.loader(1, seed=3, rank=rank, world_size=7, last_batch="partial")
+        list(loader)
+        ends.add(loader.state_dict()["position"])
+    assert ends == {10}

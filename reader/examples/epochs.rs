@@ -33,6 +33,8 @@ struct Args {
     threads: usize,
     mix: Vec<String>,
     json: bool,
+    /// Run only the loader with this many threads (for profiling).
+    only: Option<usize>,
 }
 
 fn args() -> Result<Args, String> {
@@ -44,6 +46,7 @@ fn args() -> Result<Args, String> {
         threads: 2,
         mix: Vec::new(),
         json: false,
+        only: None,
     };
     while let Some(x) = it.next() {
         let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -53,6 +56,13 @@ fn args() -> Result<Args, String> {
             "--threads" => a.threads = value("--threads")?.parse().map_err(|e| format!("{e}"))?,
             "--mix" => a.mix = value("--mix")?.split(',').map(String::from).collect(),
             "--json" => a.json = true,
+            "--only-loader" => {
+                a.only = Some(
+                    value("--only-loader")?
+                        .parse()
+                        .map_err(|e| format!("{e}"))?,
+                )
+            }
             s if !s.starts_with('-') && a.set.is_empty() => a.set = s.to_string(),
             other => return Err(format!("unknown argument {other}")),
         }
@@ -203,6 +213,16 @@ fn main() {
         })
         .collect();
     let batch = a.batch as usize;
+    if let Some(threads) = a.only {
+        let l = Loader::new(&ds, config(a.batch, threads, 7)).unwrap_or_else(|e| panic!("{e}"));
+        let r = stream(&l, a.epochs, false);
+        println!(
+            "loader_{threads}t {:.1} M samples/s, {:.1} CPU ns/sample",
+            r.per_sec / 1e6,
+            r.cpu_ns
+        );
+        return;
+    }
     let mut orders: Vec<(String, f64)> = Vec::new();
     for (name, v) in [
         ("order_v1", OrderVersion::V1),
