@@ -530,19 +530,19 @@ class _Stream:
 # hook for either, so these two wrappers provide them, for tessera datasets
 # only.
 
-_original_iter = _dl.DataLoader.__iter__
-_original_next = _dl._BaseDataLoaderIter.__next__
+_original_iter = getattr(_dl.DataLoader, "__iter__", None)
+_original_next = getattr(getattr(_dl, "_BaseDataLoaderIter", None), "__next__", None)
 
 
 def _hooked_iter(self: Any) -> Any:
     ds = self.__dict__.get("dataset")
     if not isinstance(ds, IterableDataset):
-        return _original_iter(self)
+        return _original_iter(self)  # type: ignore[misc]
     p = ds._begin_pass()
     if self.num_workers == 0:
         with ds._lock:
             ds._claim = p
-    it = _original_iter(self)
+    it = _original_iter(self)  # type: ignore[misc]
     it._tessera_pass = (ds, p.token)
     return it
 
@@ -550,10 +550,10 @@ def _hooked_iter(self: Any) -> Any:
 def _hooked_next(self: Any) -> Any:
     tag = self.__dict__.get("_tessera_pass")
     if tag is None:
-        return _original_next(self)
+        return _original_next(self)  # type: ignore[misc]
     ds, token = tag
     try:
-        data = _original_next(self)
+        data = _original_next(self)  # type: ignore[misc]
     except StopIteration:
         ds._exhausted(token)
         raise
@@ -561,7 +561,10 @@ def _hooked_next(self: Any) -> Any:
     return data
 
 
-if not getattr(_dl.DataLoader.__iter__, "_tessera_hook", False):
+#: True when the DataLoader hooks are installed (a PyTorch whose DataLoader
+#: internals differ leaves them out: then pass the step count to state_dict).
+HOOKED = _original_iter is not None and _original_next is not None
+if HOOKED and not getattr(_original_iter, "_tessera_hook", False):
     _hooked_iter._tessera_hook = True  # type: ignore[attr-defined]
     _dl.DataLoader.__iter__ = _hooked_iter  # type: ignore[method-assign]
     _dl._BaseDataLoaderIter.__next__ = _hooked_next  # type: ignore[method-assign]
