@@ -263,3 +263,26 @@ def test_python_loader_ranks_save_the_same_end_of_epoch_state(tmp_path: "os.Path
         list(loader)
         ends.add(loader.state_dict()["position"])
     assert ends == {10}
+
+
+def test_a_checkpoint_restores_on_another_number_of_ranks_and_workers(small_set: str) -> None:
+    # Two ranks with 2 workers each take 12 steps; any rank's state restores
+    # three ranks with 3 workers, which read exactly the records left.
+    seen: List[int] = []
+    states = []
+    for rank in range(2):
+        data = dataset(small_set, last_batch="partial", rank=rank, world_size=2)
+        data.set_epoch(6)
+        it = iter(loader(data, 2))
+        seen.extend(ids([next(it) for _ in range(12)]).tolist())
+        states.append(data.state_dict())
+        del it
+    assert states[0] == states[1] and states[0]["position"] == 12 * B * 2
+    for rank in range(3):
+        data = dataset(small_set, last_batch="partial", rank=rank, world_size=3)
+        data.load_state_dict(states[rank % 2])
+        data.set_epoch(6)
+        seen.extend(ids(list(loader(data, 3))).tolist())
+    assert sorted(seen) == list(range(1000))
+    whole = reference(small_set, 6, last_batch="partial")
+    assert set(seen[:240]) == set(whole[:240].tolist())
