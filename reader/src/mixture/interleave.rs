@@ -67,6 +67,7 @@ impl Segment {
         slots: &[u32],
         state: &mut [(u64, u64)],
         leaves: &mut [Vec<u32>],
+        halves: &mut Vec<(Vec<u32>, Vec<u32>)>,
     ) {
         let i = match child {
             Child::Leaf(c) => {
@@ -77,8 +78,14 @@ impl Segment {
         };
         let node = self.nodes[i];
         let (x, mut r) = state[i];
-        let mut left = vec![0u32; slots.len()];
-        let mut right = vec![0u32; slots.len()];
+        if halves.len() < self.nodes.len() {
+            halves.resize_with(self.nodes.len(), Default::default);
+        }
+        // Taken out while the children are routed, put back after, so the
+        // buffers are reused from batch to batch.
+        let (mut left, mut right) = std::mem::take(&mut halves[i]);
+        left.resize(slots.len(), 0);
+        right.resize(slots.len(), 0);
         let (mut nl, mut nr) = (0usize, 0usize);
         for &s in slots {
             // floor((x wl + u) / total) grows by one exactly when the
@@ -92,8 +99,9 @@ impl Segment {
             nr += usize::from(!go_left);
         }
         state[i] = (x + slots.len() as u64, r);
-        self.route(node.left, &left[..nl], state, leaves);
-        self.route(node.right, &right[..nr], state, leaves);
+        self.route(node.left, &left[..nl], state, leaves, halves);
+        self.route(node.right, &right[..nr], state, leaves, halves);
+        halves[i] = (left, right);
     }
 }
 

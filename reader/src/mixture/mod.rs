@@ -317,18 +317,19 @@ impl Mixture {
 
     /// Global sample `g`: its component and the record index in it.
     pub fn pick(&self, g: u64) -> (usize, u64) {
-        let mut picks = Vec::new();
         let mut cache = OrderCache::default();
-        self.picks(g..g + 1, &mut picks, &mut cache);
-        picks[0]
+        let mut out = (0, 0);
+        self.for_each_pick(g..g + 1, &mut cache, |_, c, i| out = (c, i));
+        out
     }
 
-    /// The `(component, record)` of global samples `range`, appended.
-    fn picks(
+    /// Calls `sink(j, component, record)` for global sample `range.start + j`,
+    /// for every sample of `range` (in no particular order of `j`).
+    fn for_each_pick(
         &self,
         range: std::ops::Range<u64>,
-        out: &mut Vec<(usize, u64)>,
         cache: &mut OrderCache,
+        mut sink: impl FnMut(usize, usize, u64),
     ) {
         let mut g = range.start;
         while g < range.end {
@@ -349,13 +350,12 @@ impl Mixture {
             // leaf gets its component's samples in order; then take each
             // component's records for its run of consecutive samples in one
             // call (vectorized orders).
-            let first = out.len();
+            let offset = (g - range.start) as usize;
             let m = (stop - g) as usize;
-            out.resize(first + m, (0, 0));
-            let slots: Vec<u32> = (0..m as u32).collect();
-            let leaves = &mut cache.leaves;
-            leaves.resize_with(counts.len(), Vec::new);
-            for l in leaves.iter_mut() {
+            cache.slots.clear();
+            cache.slots.extend(0..m as u32);
+            cache.leaves.resize_with(counts.len(), Vec::new);
+            for l in cache.leaves.iter_mut() {
                 l.clear();
             }
             let root = if seg.nodes.is_empty() {
@@ -363,7 +363,13 @@ impl Mixture {
             } else {
                 Child::Node(0)
             };
-            seg.route(root, &slots, &mut state, leaves);
+            seg.route(
+                root,
+                &cache.slots,
+                &mut state,
+                &mut cache.leaves,
+                &mut cache.halves,
+            );
             for (c, leaf) in cache.leaves.iter().enumerate() {
                 if leaf.is_empty() {
                     continue;
@@ -374,7 +380,7 @@ impl Mixture {
                 self.records_of(c, k0..k0 + leaf.len() as u64, run, &mut cache.orders);
                 counts[c] += leaf.len() as u64;
                 for (&slot, &rec) in leaf.iter().zip(run.iter()) {
-                    out[first + slot as usize] = (c, rec);
+                    sink(offset + slot as usize, c, rec);
                 }
             }
             g = stop;
@@ -416,15 +422,12 @@ impl Mixture {
         out: &mut [u8],
         scratch: &mut MixScratch,
     ) {
-        scratch.picks.clear();
-        self.picks(range, &mut scratch.picks, &mut scratch.orders);
         // Locate every record first (address arithmetic only), so the
         // gather loop is as short as a single set's.
-        let records: Vec<&[u8]> = scratch
-            .picks
-            .iter()
-            .map(|&(c, i)| self.components[c].dataset.record_in_range(i))
-            .collect();
+        let mut records: Vec<&[u8]> = vec![&[]; (range.end - range.start) as usize];
+        self.for_each_pick(range, &mut scratch.orders, |j, c, i| {
+            records[j] = self.components[c].dataset.record_in_range(i);
+        });
         gather_with(out, self.stride(), |j| records[j]);
     }
 }
@@ -432,7 +435,6 @@ impl Mixture {
 /// Per-thread buffers of a mixture loader.
 #[derive(Default)]
 pub(crate) struct MixScratch {
-    picks: Vec<(usize, u64)>,
     orders: OrderCache,
 }
 
@@ -440,6 +442,10 @@ pub(crate) struct MixScratch {
 #[derive(Default)]
 struct OrderCache {
     orders: OrderSlots,
+    /// The samples of the run being routed, numbered from 0.
+    slots: Vec<u32>,
+    /// Per tree node, the buffers its left and right shares are split into.
+    halves: Vec<(Vec<u32>, Vec<u32>)>,
     /// Each component's slots in the run being built.
     leaves: Vec<Vec<u32>>,
     /// One component's records for its slots.
