@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 /// Largest epoch (in records) that order version 2 shuffles with an explicit
-/// Fisher-Yates table (at most 256 KiB); larger epochs use [`FeistelV2`].
+/// Fisher-Yates table (at most 256 KiB); larger epochs use the Feistel network.
 pub const TABLE_MAX: u64 = 1 << 16;
 
 /// Rounds of the version-2 network (each updates one half).
