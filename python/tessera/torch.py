@@ -82,11 +82,12 @@ _passes = itertools.count(1)
 _TORCH_DTYPES = {
     "u8": torch.uint8,
     "i8": torch.int8,
-    "u16": torch.uint16,
+    # Unsigned 16/32/64-bit tensors exist from PyTorch 2.3 on.
+    "u16": getattr(torch, "uint16", None),
     "i16": torch.int16,
-    "u32": torch.uint32,
+    "u32": getattr(torch, "uint32", None),
     "i32": torch.int32,
-    "u64": torch.uint64,
+    "u64": getattr(torch, "uint64", None),
     "i64": torch.int64,
     "f16": torch.float16,
     "bf16": torch.bfloat16,
@@ -487,10 +488,12 @@ class _Stream:
         at = min(self.start + self.yielded * self.num_workers * g, owner._rows)
         loader.load_state_dict({"seed": owner.seed, "shuffle": owner.shuffle, "epoch": self.epoch,
                                 "position": at})
-        self._fields = [
-            (f.name, _TORCH_DTYPES[f.dtype], f.numpy_dtype.itemsize, f.offset, tuple(f.shape))
-            for f in owner._open().fields
-        ]
+        self._fields = []
+        for f in owner._open().fields:
+            dtype = _TORCH_DTYPES[f.dtype]
+            if dtype is None:
+                raise ArgumentError(f"field {f.name!r} has dtype {f.dtype}, which needs PyTorch 2.3 or later")
+            self._fields.append((f.name, dtype, f.numpy_dtype.itemsize, f.offset, tuple(f.shape)))
         return iter(loader)
 
     def __next__(self) -> Dict[str, Any]:
