@@ -16,7 +16,9 @@ and three component sets of the same total size, then measures, each over
   *_mix             a 3-component mixture of the same total size (Rust and Python)
 
 each product path without a consumer and, as `..._read`, with a consumer that
-reads every byte of each batch. Ratios are against gather_2t of the same run.
+reads every byte of each batch. Ratios are against gather_2t of the same
+round; every path runs --repeat rounds and the medians are printed (on a
+shared machine one round can be off by a factor of two).
 
     python benches/epochs.py                 # 800k records, 5 epochs
     python benches/epochs.py --epochs 3 --json
@@ -31,10 +33,11 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -93,8 +96,7 @@ def timed(epochs: int, run_epoch: Callable[[int], int]) -> float:
 
 
 def python_loader(src: Any, epochs: int, read: bool) -> float:
-    loader = src.loader(BATCH, threads=2, drop_last=False) if not isinstance(src, tessera.Mixture) \
-        else src.loader(BATCH, threads=2, drop_last=False)
+    loader = src.loader(BATCH, threads=2, drop_last=False)
 
     def epoch(e: int) -> int:
         loader.set_epoch(e)
@@ -131,22 +133,8 @@ def torch_loader(path: str, epochs: int, workers: int, read: bool) -> float:
     return timed(epochs, epoch)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dir", default=os.path.join(target_dir(), "tmp", "tessera-epochs"))
-    ap.add_argument("--rows", type=int, default=800_000)
-    ap.add_argument("--epochs", type=int, default=5)
-    ap.add_argument("--json", action="store_true")
-    a = ap.parse_args()
-    os.makedirs(a.dir, exist_ok=True)
-    single = os.path.join(a.dir, f"single-{a.rows}")
-    parts = [a.rows * 3 // 8, a.rows * 3 // 8]
-    parts.append(a.rows - sum(parts))
-    comps = [os.path.join(a.dir, f"part{i}-{n}") for i, n in enumerate(parts)]
-    make(single, a.rows, 0)
-    for i, (p, n) in enumerate(zip(comps, parts)):
-        make(p, n, i + 1)
-
+def measure(a: Any, single: str, comps: List[str], parts: List[int]) -> Tuple[Dict[str, float], Dict[str, float]]:
+    """One round of every path; returns samples/s per path and ns per position per order version."""
     res: Dict[str, float] = {}
     out = subprocess.run([rust_example(), single, "--epochs", str(a.epochs), "--mix", ",".join(comps), "--json"],
                          check=True, capture_output=True, text=True).stdout
@@ -186,20 +174,48 @@ def main() -> None:
         res["torch_2w_read"] = torch_loader(single, a.epochs, 2, True)
     except ImportError:
         print("torch is not installed: skipping the torch rows", file=sys.stderr)
-    base = res["gather_2t"]
+    return res, order_ns
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dir", default=os.path.join(target_dir(), "tmp", "tessera-epochs"))
+    ap.add_argument("--rows", type=int, default=800_000)
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=3, help="rounds of every path; medians are reported")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    os.makedirs(a.dir, exist_ok=True)
+    single = os.path.join(a.dir, f"single-{a.rows}")
+    parts = [a.rows * 3 // 8, a.rows * 3 // 8]
+    parts.append(a.rows - sum(parts))
+    comps = [os.path.join(a.dir, f"part{i}-{n}") for i, n in enumerate(parts)]
+    make(single, a.rows, 0)
+    for i, (p, n) in enumerate(zip(comps, parts)):
+        make(p, n, i + 1)
+
+    rounds = [measure(a, single, comps, parts) for _ in range(a.repeat)]
+    # Medians over rounds, of each path's rate and of each ratio.
+    res = {k: statistics.median(r[0][k] for r in rounds) for k in rounds[0][0]}
+    order_ns = {k: statistics.median(r[1][k] for r in rounds) for k in rounds[0][1]}
+    ratio = {k: statistics.median(r[0][k] / r[0]["gather_2t"] for r in rounds) for k in rounds[0][0]}
+    mix_rust = statistics.median(r[0]["rust_mix"] / r[0]["rust_single(mix ref)"] for r in rounds)
+    mix_py = statistics.median(r[0]["python_mix"] / r[0]["python_single(mix ref)"] for r in rounds)
     load = os.getloadavg()[0]
     if a.json:
-        print(json.dumps({"rows": a.rows, "epochs": a.epochs, "load": load, "samples_per_sec": res,
-                          "order_ns_per_position": order_ns}, indent=1))
+        print(json.dumps({"rows": a.rows, "epochs": a.epochs, "rounds": a.repeat, "load": load,
+                          "samples_per_sec": res, "x_gather_2t": ratio, "order_ns_per_position": order_ns,
+                          "mix_over_single": {"rust": mix_rust, "python": mix_py}}, indent=1))
         return
-    print(f"{a.rows} records of 160 B, batch {BATCH}, {a.epochs} whole shuffled epochs, load average {load:.2f}")
+    print(f"{a.rows} records of 160 B, batch {BATCH}, {a.epochs} whole shuffled epochs, "
+          f"medians of {a.repeat} rounds, load average {load:.2f}")
     print(f"{'path':>24} {'M samples/s':>12} {'x gather_2t':>12}")
     for name, rate in res.items():
-        print(f"{name:>24} {rate / 1e6:12.1f} {rate / base:12.2f}")
+        print(f"{name:>24} {rate / 1e6:12.1f} {ratio[name]:12.2f}")
     for name, ns in order_ns.items():
         print(f"{name:>24} {ns:12.2f} ns per position (the permutation alone)")
-    print(f"{'rust mix / single':>24} {'':>12} {res['rust_mix'] / res['rust_single(mix ref)']:12.2f}")
-    print(f"{'python mix / single':>24} {'':>12} {res['python_mix'] / res['python_single(mix ref)']:12.2f}")
+    print(f"{'rust mix / single':>24} {'':>12} {mix_rust:12.2f}")
+    print(f"{'python mix / single':>24} {'':>12} {mix_py:12.2f}")
 
 
 if __name__ == "__main__":

@@ -309,24 +309,20 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
         return _Stream(self, epoch, start, info.id, info.num_workers, None)
 
     @staticmethod
-    def _convert(batch: Dict[str, Any], fields: List[Tuple[str, Any, int, int, Tuple[int, ...]]]) -> Dict[str, Any]:
+    def _convert(batch: Dict[str, Any], fields: List[Tuple[str, Any, int, int, Tuple[int, ...], Tuple[int, ...]]]) -> Dict[str, Any]:
         """Tensors for every field over one tensor of the whole batch buffer:
         no copy in this process, and one shared-memory block (not one per
         field) when a worker sends the batch."""
         owner = next(iter(batch.values())).base
         whole = torch.from_numpy(owner.buffer())
         rows, stride = owner.rows, owner.stride
+        typed: Dict[Any, Any] = {}
         out: Dict[str, Any] = {}
-        for name, dtype, size, offset, shape in fields:
-            typed = whole.view(dtype)
-            strides = [stride // size]
-            acc = 1
-            inner = []
-            for d in reversed(shape):
-                inner.append(acc)
-                acc *= d
-            strides.extend(reversed(inner))
-            out[name] = typed.as_strided((rows, *shape), strides, offset // size)
+        for name, dtype, size, offset, shape, inner in fields:
+            view = typed.get(dtype)
+            if view is None:
+                view = typed[dtype] = whole.view(dtype)
+            out[name] = view.as_strided((rows, *shape), (stride // size, *inner), offset // size)
         return out
 
     def __len__(self) -> int:
@@ -466,7 +462,7 @@ class _Stream:
         self.yielded = 0  # batches of this sub-stream handed out
         self.token = token  # set when this stream counts deliveries itself
         self._it: Optional[Iterator[Dict[str, Any]]] = None
-        self._fields: List[Tuple[str, Any, int, int, Tuple[int, ...]]] = []
+        self._fields: List[Tuple[str, Any, int, int, Tuple[int, ...], Tuple[int, ...]]] = []
 
     def __iter__(self) -> "_Stream":
         return self
@@ -493,7 +489,14 @@ class _Stream:
             dtype = _TORCH_DTYPES[f.dtype]
             if dtype is None:
                 raise ArgumentError(f"field {f.name!r} has dtype {f.dtype}, which needs PyTorch 2.3 or later")
-            self._fields.append((f.name, dtype, f.numpy_dtype.itemsize, f.offset, tuple(f.shape)))
+            shape = tuple(f.shape)
+            # Row-major element strides inside one record.
+            inner: List[int] = []
+            acc = 1
+            for d in reversed(shape):
+                inner.insert(0, acc)
+                acc *= d
+            self._fields.append((f.name, dtype, f.numpy_dtype.itemsize, f.offset, shape, tuple(inner)))
         return iter(loader)
 
     def __next__(self) -> Dict[str, Any]:
