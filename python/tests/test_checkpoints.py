@@ -233,24 +233,27 @@ def stateful_dataloader() -> Optional[Any]:
     return StatefulDataLoader
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_torchdata_stateful_dataloader_protocol(small_set: str, workers: int) -> None:
+@pytest.mark.parametrize("workers,persistent", [(0, False), (2, False), (2, True), (3, True)])
+def test_torchdata_stateful_dataloader_protocol(small_set: str, workers: int, persistent: bool) -> None:
     SDL = stateful_dataloader()
     if SDL is None:
         pytest.skip("torchdata is not installed")
     data = dataset(small_set)
     data.set_epoch(3)
-    dl = SDL(data, batch_size=None, num_workers=workers)
+    dl = SDL(data, batch_size=None, num_workers=workers, persistent_workers=persistent)
     it = iter(dl)
     head = [next(it) for _ in range(13)]
     sd = dl.state_dict()
     del it
     fresh = dataset(small_set)
     fresh.set_epoch(3)
-    dl2 = SDL(fresh, batch_size=None, num_workers=workers)
+    dl2 = SDL(fresh, batch_size=None, num_workers=workers, persistent_workers=persistent)
     dl2.load_state_dict(sd)
     rest = list(dl2)
     assert np.array_equal(np.concatenate([ids(head), ids(rest)]), reference(small_set, 3))
+    # The next epoch after the restored one is whole and reshuffled.
+    fresh.set_epoch(4)
+    assert np.array_equal(ids(list(dl2)), reference(small_set, 4))
 
 
 def test_python_loader_ranks_save_the_same_end_of_epoch_state(tmp_path: "os.PathLike[str]") -> None:
