@@ -52,3 +52,40 @@ fn partial_ranks_save_the_same_end_of_epoch_cursor() {
     }
     assert_eq!(counts, [1, 1, 2, 1, 2, 1, 2]);
 }
+
+/// The consumer builds a batch no prefetch thread has started instead of
+/// sleeping; whatever the timing (fast consumer, slow consumer, both in
+/// turn), the sequence is the single-threaded one.
+#[test]
+fn a_consumer_that_builds_batches_itself_changes_no_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = ids(dir.path(), 5000);
+    let cfg = |threads: usize, prefetch: usize| LoaderConfig {
+        batch_size: 37,
+        seed: 5,
+        threads,
+        prefetch,
+        last_batch: LastBatch::Partial,
+        ..Default::default()
+    };
+    let want: Vec<Vec<u64>> = Loader::new(&ds, cfg(0, 1))
+        .unwrap()
+        .epoch(2)
+        .map(|b| b.field::<u64>("id").unwrap().to_vec())
+        .collect();
+    for threads in [1, 2, 3, 5] {
+        for prefetch in [1, 2, 4] {
+            let l = Loader::new(&ds, cfg(threads, prefetch)).unwrap();
+            let mut got = Vec::new();
+            for (k, b) in l.epoch(2).enumerate() {
+                got.push(b.field::<u64>("id").unwrap().to_vec());
+                // Slow down now and then, so the threads get ahead; then
+                // race again, so the consumer catches up and builds.
+                if k % 17 < 3 {
+                    std::thread::sleep(std::time::Duration::from_micros(300));
+                }
+            }
+            assert_eq!(got, want, "threads {threads} prefetch {prefetch}");
+        }
+    }
+}
