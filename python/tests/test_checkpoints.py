@@ -289,3 +289,18 @@ def test_a_checkpoint_restores_on_another_number_of_ranks_and_workers(small_set:
     assert sorted(seen) == list(range(1000))
     whole = reference(small_set, 6, last_batch="partial")
     assert set(seen[:240]) == set(whole[:240].tolist())
+
+
+def test_spawned_persistent_workers_follow_set_epoch_and_state(small_set: str) -> None:
+    # Spawned workers get a pickled dataset: the shared block must travel
+    # as shared memory, not as a copy.
+    data = dataset(small_set)
+    dl = DataLoader(data, batch_size=None, num_workers=2, persistent_workers=True, multiprocessing_context="spawn")
+    data.set_epoch(0)
+    assert np.array_equal(ids(list(dl)), reference(small_set, 0))
+    data.set_epoch(1)
+    it = iter(dl)
+    head = [next(it) for _ in range(4)]
+    assert data.state_dict()["position"] == 40
+    rest = list(it)
+    assert np.array_equal(np.concatenate([ids(head), ids(rest)]), reference(small_set, 1))
