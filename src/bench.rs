@@ -23,6 +23,9 @@ pub struct BenchOptions {
     pub epochs: u64,
     /// Shuffle seed.
     pub seed: u64,
+    /// Make the consumer read every byte of each batch (as a training step
+    /// that copies the batch to a device would), instead of one byte.
+    pub read_all: bool,
 }
 
 /// Measured figures.
@@ -50,6 +53,20 @@ pub struct BenchReport {
     pub threads: usize,
     /// Configuration echo.
     pub step_ms: f64,
+}
+
+/// Sums every 8-byte little-endian word of `bytes` (and any tail byte).
+fn sum_words(bytes: &[u8]) -> u64 {
+    let mut words = bytes.chunks_exact(8);
+    let mut s = words.by_ref().fold(0u64, |a, w| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        a.wrapping_add(u64::from_le_bytes(b))
+    });
+    for &b in words.remainder() {
+        s = s.wrapping_add(u64::from(b));
+    }
+    s
 }
 
 /// Runs the benchmark over `ds`.
@@ -81,8 +98,11 @@ pub fn run(ds: &Dataset, o: &BenchOptions) -> Result<BenchReport, tessera_reader
             samples += batch.rows() as u64;
             batches += 1;
             // Touch the batch so the work cannot be optimized away.
-            checksum =
-                checksum.wrapping_add(u64::from(batch.bytes().first().copied().unwrap_or(0)));
+            checksum = checksum.wrapping_add(if o.read_all {
+                sum_words(batch.bytes())
+            } else {
+                u64::from(batch.bytes().first().copied().unwrap_or(0))
+            });
             if !step.is_zero() {
                 let until = Instant::now() + step;
                 while Instant::now() < until {

@@ -137,6 +137,9 @@ enum Command {
         /// Shuffle seed.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Read every byte of each batch in the consumer.
+        #[arg(long)]
+        read: bool,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -371,6 +374,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             epochs,
             split,
             seed,
+            read,
             json,
         } => {
             let path = tessera::artifact::resolve(&target, cache_dir.as_deref())?;
@@ -386,6 +390,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     step_ms,
                     epochs,
                     seed,
+                    read_all: read,
                 },
             )?;
             if json {

@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// Version of the transform semantics; part of every artifact hash.
+/// 2: exact statistics (order- and cut-independent mean and std), global
+/// queries stored in a total order, and the build-time shuffle following
+/// order version 2 of the reader.
 pub const SEMANTICS_VERSION: u32 = 2;
 
 /// The stable 64-bit hash used by `hash_bucket` and `split`: FNV-1a over the

@@ -1,7 +1,10 @@
 //! `tessera.Batch`: the owner of one batch buffer, and the `base` of every
 //! NumPy array a loader yields for that batch.
 
-use crate::views::RecordView;
+use crate::views::{RecordView, strided_array};
+use numpy::PyUntypedArray;
+use numpy::npyffi::npy_intp;
+use pyo3::exceptions::PyOverflowError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -81,6 +84,31 @@ impl Batch {
     #[getter]
     fn address(&self) -> usize {
         self.address
+    }
+
+    /// The whole buffer as a writable 1-D ``uint8`` NumPy array (no copy;
+    /// its ``base`` is this batch). ``tessera.torch`` builds every field's
+    /// tensor over one tensor of it, so a batch crosses from a DataLoader
+    /// worker as one shared-memory block.
+    fn buffer<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyUntypedArray>> {
+        let this = slf.get();
+        let len = npy_intp::try_from(this.rows * this.stride)
+            .map_err(|_| PyOverflowError::new_err("batch too large for NumPy"))?;
+        let descr = numpy::dtype::<u8>(slf.py());
+        // SAFETY: `address .. address + rows * stride` is this batch's own
+        // buffer, valid and unmoved for as long as the batch object lives
+        // (the array's base), writable, and never read or written by Rust
+        // after construction (see `into_dict`).
+        unsafe {
+            strided_array(
+                slf.as_any(),
+                &descr,
+                this.address as *mut u8,
+                &mut [len],
+                &mut [1],
+                true,
+            )
+        }
     }
 
     /// The batch's index in this rank's batch sequence for the epoch.

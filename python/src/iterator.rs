@@ -62,8 +62,16 @@ impl BatchIterator {
         let next = py.detach(|| batches.next());
         self.waited += t.elapsed();
         let Some(batch) = next else {
-            // Exhausted: stop the threads now rather than when Python drops us
+            // Exhausted: the position is now the end of the epoch on every
+            // rank. Stop the threads now rather than when Python drops us
             // (joining them needs no GIL).
+            let position = batches.cursor().position;
+            {
+                let mut p = lock(&self.progress);
+                if p.generation == self.generation {
+                    p.position = position;
+                }
+            }
             let done = slot.take();
             py.detach(move || drop(done));
             return Ok(None);

@@ -11,6 +11,7 @@ mod errors;
 mod field;
 mod iterator;
 mod loader;
+mod mixture;
 mod views;
 mod writer;
 
@@ -23,6 +24,8 @@ fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FORMAT_VERSION", tessera_reader::FORMAT_VERSION)?;
     m.add_function(wrap_pyfunction!(dataset::open, m)?)?;
     m.add_function(wrap_pyfunction!(writer::write_shard_set, m)?)?;
+    m.add_function(wrap_pyfunction!(mixture::mixture, m)?)?;
+    m.add_class::<mixture::Mixture>()?;
     m.add_class::<dataset::Dataset>()?;
     m.add_class::<loader::Loader>()?;
     m.add_class::<iterator::BatchIterator>()?;

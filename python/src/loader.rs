@@ -4,11 +4,12 @@
 use crate::dataset::Dataset;
 use crate::errors::{argument, to_py};
 use crate::iterator::BatchIterator;
+use crate::mixture::Mixture;
 use crate::views::RecordView;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use std::sync::{Arc, Mutex, PoisonError};
-use tessera_reader::{Cursor, LastBatch, LoaderConfig};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use tessera_reader::{Cursor, LastBatch, LoaderConfig, WeightStep};
 
 /// Version tag stored in every state dict.
 const STATE_FORMAT: &str = "tessera-loader/1";
@@ -108,6 +109,61 @@ fn parse_last_batch(s: &str) -> PyResult<LastBatch> {
     }
 }
 
+impl Loader {
+    /// A mixture state carries each component's count at its position; the
+    /// stream continues from those counts with this loader's weights, so
+    /// changing the weights between save and restore loses and repeats no
+    /// component sample.
+    fn restore_counts(
+        &self,
+        state: &Bound<'_, PyDict>,
+        names: &[String],
+        schedule: &[WeightStep],
+        inner: &tessera_reader::Loader,
+        epoch: u64,
+        position: u64,
+    ) -> PyResult<()> {
+        let Some(counts) = state.get_item("counts")? else {
+            return Ok(());
+        };
+        let counts = counts
+            .cast::<PyDict>()
+            .map_err(|_| argument("state dict key \"counts\" must be a dict"))?;
+        if counts.len() != names.len() {
+            return Err(argument(format!(
+                "state dict counts name {} components, this mixture has {} ({})",
+                counts.len(),
+                names.len(),
+                names.join(", ")
+            )));
+        }
+        let mut values = Vec::with_capacity(names.len());
+        for name in names {
+            let v = counts.get_item(name)?.ok_or_else(|| {
+                argument(format!(
+                    "state dict counts have no component {name:?} (this mixture: {})",
+                    names.join(", ")
+                ))
+            })?;
+            values.push(v.extract::<u64>().map_err(|_| {
+                argument(format!(
+                    "state dict count of {name:?} must be a non-negative integer"
+                ))
+            })?);
+        }
+        let Some(m) = inner.mixture_source() else {
+            return Ok(());
+        };
+        let g = epoch
+            .saturating_mul(inner.epoch_len())
+            .saturating_add(position);
+        let anchored = m.anchored(g, &values, schedule).map_err(to_py)?;
+        let fresh = inner.with_mixture(anchored).map_err(to_py)?;
+        *self.loader.write().unwrap_or_else(PoisonError::into_inner) = fresh;
+        Ok(())
+    }
+}
+
 fn last_batch_name(l: LastBatch) -> &'static str {
     match l {
         LastBatch::Drop => "drop",
@@ -130,27 +186,70 @@ fn last_batch_name(l: LastBatch) -> &'static str {
 /// PyTorch's ``DistributedSampler``.
 #[pyclass(frozen, module = "tessera._tessera", name = "Loader")]
 pub struct Loader {
-    loader: tessera_reader::Loader,
+    /// Replaced only when a mixture's state is restored with other weights.
+    loader: RwLock<tessera_reader::Loader>,
+    cfg: LoaderConfig,
     view: Arc<RecordView>,
     progress: SharedProgress,
-    dataset: Py<Dataset>,
+    source: Source,
+}
+
+/// What the loader reads, as Python sees it.
+enum Source {
+    Set(Py<Dataset>),
+    Mix {
+        mixture: Py<Mixture>,
+        names: Vec<String>,
+        schedule: Vec<WeightStep>,
+    },
 }
 
 impl Loader {
     pub(crate) fn new(ds: &Bound<'_, Dataset>, args: LoaderArgs<'_>) -> PyResult<Self> {
         let cfg = args.config()?;
         let inner = ds.get().inner();
-        let loader = tessera_reader::Loader::new(inner, cfg).map_err(to_py)?;
+        let loader = tessera_reader::Loader::new(inner, cfg.clone()).map_err(to_py)?;
         Ok(Loader {
             view: Arc::new(RecordView::new(ds.py(), inner.layout())?),
-            loader,
+            loader: RwLock::new(loader),
+            cfg,
             progress: SharedProgress::default(),
-            dataset: ds.clone().unbind(),
+            source: Source::Set(ds.clone().unbind()),
+        })
+    }
+
+    pub(crate) fn new_mixed(m: &Bound<'_, Mixture>, args: LoaderArgs<'_>) -> PyResult<Self> {
+        let cfg = args.config()?;
+        let this = m.get();
+        let loader =
+            tessera_reader::Loader::mixture(this.mix.clone(), cfg.clone()).map_err(to_py)?;
+        Ok(Loader {
+            view: Arc::new(RecordView::new(m.py(), this.mix.layout())?),
+            loader: RwLock::new(loader),
+            cfg,
+            progress: SharedProgress::default(),
+            source: Source::Mix {
+                mixture: m.clone().unbind(),
+                names: this
+                    .mix
+                    .components()
+                    .iter()
+                    .map(|c| c.name.clone())
+                    .collect(),
+                schedule: this.schedule.clone(),
+            },
         })
     }
 
     fn cfg(&self) -> &LoaderConfig {
-        self.loader.config()
+        &self.cfg
+    }
+
+    fn inner(&self) -> tessera_reader::Loader {
+        self.loader
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -173,7 +272,7 @@ impl Loader {
             };
             (cursor, p.generation)
         };
-        let batches = self.loader.resume(cursor).map_err(to_py)?;
+        let batches = self.inner().resume(cursor).map_err(to_py)?;
         Ok(BatchIterator::new(
             batches,
             Arc::clone(&self.view),
@@ -184,7 +283,7 @@ impl Loader {
 
     /// Number of batches in a whole epoch for this rank (and worker).
     fn __len__(&self) -> usize {
-        self.loader.len() as usize
+        self.inner().len() as usize
     }
 
     /// Sets the epoch the next iteration runs. Each epoch has its own
@@ -229,10 +328,14 @@ impl Loader {
         d.set_item("epoch", epoch)?;
         d.set_item("position", position)?;
         d.set_item("shuffle", cfg.shuffle)?;
-        d.set_item("rows", self.loader.dataset().len())?;
+        let inner = self.inner();
+        d.set_item("rows", inner.epoch_len())?;
         d.set_item("batch_size", cfg.batch_size)?;
         d.set_item("world_size", cfg.world_size)?;
         d.set_item("last_batch", last_batch_name(cfg.last_batch))?;
+        if let Some(counts) = self.counts_at(py, epoch, position)? {
+            d.set_item("counts", counts)?;
+        }
         Ok(d)
     }
 
@@ -278,7 +381,8 @@ impl Loader {
                 )));
             }
         }
-        let rows = self.loader.dataset().len();
+        let inner = self.inner();
+        let rows = inner.epoch_len();
         if let Some(r) = state.get_item("rows")? {
             let r: u64 = r.extract()?;
             if r != rows {
@@ -294,6 +398,12 @@ impl Loader {
                 "state dict position {position} is past the end of the epoch ({rows} records)"
             )));
         }
+        if let Source::Mix {
+            names, schedule, ..
+        } = &self.source
+        {
+            self.restore_counts(state, names, schedule, &inner, epoch, position)?;
+        }
         let mut p = lock(&self.progress);
         *p = Progress {
             epoch,
@@ -304,10 +414,46 @@ impl Loader {
         Ok(())
     }
 
-    /// The dataset this loader reads.
+    /// For a mixture loader: ``{component: samples taken}`` after global
+    /// sample ``epoch * len + position``; ``None`` for a dataset.
+    fn counts_at<'py>(
+        &self,
+        py: Python<'py>,
+        epoch: u64,
+        position: u64,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let (Source::Mix { names, .. }, inner) = (&self.source, self.inner()) else {
+            return Ok(None);
+        };
+        let Some(m) = inner.mixture_source() else {
+            return Ok(None);
+        };
+        let g = epoch
+            .saturating_mul(inner.epoch_len())
+            .saturating_add(position);
+        let d = PyDict::new(py);
+        for (name, c) in names.iter().zip(m.counts_at(g.max(m.first_sample()))) {
+            d.set_item(name, c)?;
+        }
+        Ok(Some(d))
+    }
+
+    /// The dataset this loader reads (``None`` for a mixture).
     #[getter]
-    fn dataset(&self, py: Python<'_>) -> Py<Dataset> {
-        self.dataset.clone_ref(py)
+    fn dataset(&self, py: Python<'_>) -> Option<Py<Dataset>> {
+        match &self.source {
+            Source::Set(ds) => Some(ds.clone_ref(py)),
+            Source::Mix { .. } => None,
+        }
+    }
+
+    /// The mixture this loader reads (``None`` for a dataset).
+    #[getter]
+    fn mixture(&self, py: Python<'_>) -> Option<Py<Mixture>> {
+        match &self.source {
+            Source::Mix { mixture, .. } => Some(mixture.clone_ref(py)),
+            Source::Set(_) => None,
+        }
     }
 
     /// Records per batch on this rank.

@@ -153,7 +153,7 @@ fn field_view(py: Python<'_>, f: &FieldLayout) -> PyResult<FieldView> {
 ///
 /// Every element the dims and strides reach from `data` must be valid,
 /// aligned memory for as long as `owner` lives (and writable if `writeable`).
-unsafe fn strided_array<'py>(
+pub(crate) unsafe fn strided_array<'py>(
     owner: &Bound<'py, PyAny>,
     descr: &Bound<'py, PyArrayDescr>,
     data: *mut u8,

@@ -16,7 +16,9 @@ contiguous buffer that every field of the batch views::
             ...
 
 Orders depend only on ``(seed, epoch)``, never on thread timing.
-:mod:`tessera.torch` adapts a shard set to ``torch.utils.data``.
+:func:`mix` reads several sets as one weighted stream (exactly resumable,
+also with new weights). :mod:`tessera.torch` adapts a shard set or a mixture
+to ``torch.utils.data``. docs/ORDER.md states what is promised.
 
 Element types map to NumPy as their names say; ``bf16`` fields, which NumPy
 lacks, are ``uint16`` arrays of the raw bits (``tessera.torch`` gives
@@ -37,6 +39,7 @@ from tessera._tessera import (
     __version__,
     open,
 )
+from tessera._mix import Mixture, mix
 from tessera._write import write
 from tessera.errors import (
     AlreadyExistsError,
@@ -64,6 +67,7 @@ __all__ = [
     "Field",
     "FormatError",
     "Loader",
+    "Mixture",
     "NotFoundError",
     "StorageError",
     "TesseraError",
@@ -72,6 +76,7 @@ __all__ = [
     "build",
     "errors",
     "find_compiler",
+    "mix",
     "open",
     "write",
 ]

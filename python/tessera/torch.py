@@ -1,4 +1,4 @@
-"""PyTorch adapter: a shard set as a ``torch.utils.data.IterableDataset``.
+"""PyTorch adapter: a shard set (or a mixture) as a ``torch.utils.data.IterableDataset``.
 
 The reader does the batching, so use it with ``batch_size=None``::
 
@@ -6,57 +6,123 @@ The reader does the batching, so use it with ``batch_size=None``::
     import tessera.torch
 
     data = tessera.torch.IterableDataset("artifacts/ctr", batch_size=4096, split="train", seed=7)
-    loader = DataLoader(data, batch_size=None, num_workers=0, pin_memory=True)
-    for epoch in range(epochs):
+    loader = DataLoader(data, batch_size=None, num_workers=2, persistent_workers=True)
+    for epoch in range(start_epoch, epochs):
         data.set_epoch(epoch)
         for batch in loader:               # {"dense": Tensor (4096, 13), ...}
             ...
+            if time_to_checkpoint:
+                save(data.state_dict())    # exact: no step count needed
 
 Work is split across distributed ranks (``torch.distributed``, when
 initialized, or ``rank`` / ``world_size`` given explicitly) and across
 DataLoader worker processes (``get_worker_info()``): batch ``k`` of a rank is
 built by worker ``k mod num_workers``, and the DataLoader collects workers
 round-robin, so a rank sees the same batch sequence whatever ``num_workers``
-is, and the ranks together see every record of an epoch once (with
-``last_batch="partial"``; ``"drop"`` skips the short tail).
+is.
+
+**The promise.** The batches of a rank are a pure function of ``(seed,
+epoch, position)`` and the configuration. ``state_dict()`` returns that
+position for the batches the training loop has received, at any moment
+(before the first batch, mid-epoch, after the last, after a resume), with
+any number of workers, persistent or not; ``load_state_dict`` continues
+exactly there, also on another number of ranks or workers. How it knows:
+
+* ``set_epoch`` and ``load_state_dict`` write the epoch and the start
+  position into a small shared-memory block that every worker reads when it
+  starts a pass, so persistent workers follow them.
+* Importing this module wraps ``DataLoader.__iter__`` and the DataLoader
+  iterator's ``__next__`` (for every dataset, at the cost of one
+  ``isinstance`` check; other datasets are untouched) so that the dataset in
+  the training process learns when a pass starts and how many batches the
+  loop has received. Workers prefetch ahead; only batches handed to the loop
+  count.
+* ``torchdata``'s ``StatefulDataLoader`` is supported too: the iterator
+  each worker runs has ``state_dict``/``load_state_dict`` (its own
+  sub-stream position), which is the protocol that loader saves and
+  restores per worker.
 
 With ``num_workers=0`` tensors are made with ``torch.from_numpy`` over the
-reader's batch buffer: no copy after the batch is assembled, no read-only
-warning (the buffer is the batch's own). Worker processes have to send
-batches through shared memory, which copies them once.
+reader's batch buffer: no copy after the batch is assembled. Worker
+processes send batches through shared memory, which copies them once.
 
 The object pickles from its configuration; shard maps are opened and
-prefetch threads started lazily, inside each worker's ``__iter__``.
+prefetch threads started lazily, inside each process.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
-from typing import Any, Dict, Iterator, Optional, Tuple, Union
+import threading
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 try:
     import torch
     import torch.utils.data
+    from torch.utils.data import dataloader as _dl
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("tessera.torch needs PyTorch: pip install torch") from e
 
 import tessera
+from tessera._mix import Mixture
 from tessera.errors import ArgumentError
 
 __all__ = ["IterableDataset"]
 
 PathArg = Union[str, "os.PathLike[str]"]
 
+STATE_FORMAT = "tessera-loader/1"
+
+# Layout of the shared block: what the next pass reads.
+_GEN, _EPOCH, _START, _ANCHORED, _ANCHOR_EPOCH, _ANCHOR_POS, _COUNTS = range(7)
+
+_passes = itertools.count(1)
+
+_TORCH_DTYPES = {
+    "u8": torch.uint8,
+    "i8": torch.int8,
+    # Unsigned 16/32/64-bit tensors exist from PyTorch 2.3 on.
+    "u16": getattr(torch, "uint16", None),
+    "i16": torch.int16,
+    "u32": getattr(torch, "uint32", None),
+    "i32": torch.int32,
+    "u64": getattr(torch, "uint64", None),
+    "i64": torch.int64,
+    "f16": torch.float16,
+    "bf16": torch.bfloat16,
+    "f32": torch.float32,
+    "f64": torch.float64,
+}
+
+
+class _Pass:
+    """One pass over the DataLoader (or direct iteration) in the training process."""
+
+    __slots__ = ("token", "epoch", "start", "delivered", "exhausted")
+
+    def __init__(self, epoch: int, start: int) -> None:
+        self.token = next(_passes)
+        self.epoch = epoch
+        self.start = start
+        self.delivered = 0
+        self.exhausted = False
+
 
 class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
-    """Batches of a tessera shard set for ``DataLoader(..., batch_size=None)``.
+    """Batches of a tessera shard set or mixture for ``DataLoader(..., batch_size=None)``.
 
     Args:
-        path: the shard-set directory.
+        source: the shard-set directory, or a ``tessera.Mixture`` (``tessera.mix``).
         batch_size: records per batch on each rank.
-        split: read only this split (``None``: the whole set).
-        shuffle, seed: seeded per-epoch shuffle, or storage order.
-        last_batch: ``"drop"``, ``"partial"`` (every record once) or ``"pad"``.
+        split: read only this split (``None``: the whole set; not for mixtures).
+        shuffle, seed: seeded per-epoch shuffle, or storage order (a mixture
+            has its own).
+        last_batch: ``"drop"`` (default; every rank gets the same number of
+            full batches), ``"pad"`` (same count, the last batch wraps
+            around) or ``"partial"`` (every record once, but with
+            ``world_size > 1`` ranks can get different batch counts, which
+            hangs collective training).
         rank, world_size: override the distributed rank; by default taken
             from ``torch.distributed`` when it is initialized, else 0 of 1.
         threads, prefetch: reader prefetch threads per process, and batches
@@ -67,7 +133,7 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
 
     def __init__(
         self,
-        path: PathArg,
+        source: Union[PathArg, Mixture],
         batch_size: int,
         *,
         split: Optional[str] = None,
@@ -84,7 +150,14 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
         super().__init__()
         if (rank is None) != (world_size is None):
             raise ArgumentError("give both rank and world_size, or neither")
-        self.path = os.fspath(path)
+        self.mixture: Optional[Mixture] = source if isinstance(source, Mixture) else None
+        if self.mixture is not None:
+            if split is not None:
+                raise ArgumentError("a mixture has no splits: give each component's split to tessera.mix")
+            self.path = None
+            shuffle, seed = self.mixture.shuffle, self.mixture.seed
+        else:
+            self.path = os.fspath(source)  # type: ignore[arg-type]
         self.batch_size = int(batch_size)
         self.split = split
         self.shuffle = bool(shuffle)
@@ -96,30 +169,45 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
         self.prefetch = int(prefetch)
         self.verify = bool(verify)
         self.tensors = bool(tensors)
+        # The training process's view of the stream (see the module docs).
         self.epoch = 0
-        # Where the next iteration starts: (epoch, position) from load_state_dict.
-        self._resume: Optional[Tuple[int, int]] = None
-        self._start = 0
-        self._yielded = 0
-        self._ds: Optional[tessera.Dataset] = None
-        self._ds_pid = -1
+        self._position = 0  # where a pass not started yet begins
+        self._pending = False  # True after load_state_dict: the next pass resumes
+        self._pass: Optional[_Pass] = None
+        self._claim: Optional[_Pass] = None  # a pass a DataLoader began for in-process iteration
+        self._anchor: Optional[Dict[str, Any]] = None  # mixture counts restored by load_state_dict
+        self._lock = threading.Lock()
+        # In a worker: an epoch/position restored by StatefulDataLoader.
+        self._local: Optional[Tuple[int, int]] = None
+        self._source: Any = None
+        self._source_pid = -1
+        ncomp = len(self.mixture.names) if self.mixture is not None else 0
+        self._shared = torch.zeros(_COUNTS + ncomp, dtype=torch.int64).share_memory_()
         # Open once in the constructing process: bad paths and arguments fail
         # here, not later inside a worker.
-        self._loader(0, 1)
+        probe = self._loader(0, 1)
+        self._rows = int(probe.state_dict()["rows"])
+        self._publish()
 
     # -- configuration -------------------------------------------------------
 
     def set_epoch(self, epoch: int) -> None:
-        """Sets the epoch the next iteration runs (call it before each epoch).
+        """Sets the epoch the next pass runs (call it before each epoch).
 
         Setting the epoch a ``load_state_dict`` restored keeps the restored
-        position. With ``persistent_workers=True`` workers keep their copy,
-        so create a new DataLoader iterator after changing the epoch.
+        position, so ``for e in range(saved_epoch, n): data.set_epoch(e)``
+        resumes correctly. Workers, persistent or not, follow it.
         """
-        if self._resume is not None and self._resume[0] == epoch:
-            return
-        self.epoch = int(epoch)
-        self._resume = None
+        epoch = int(epoch)
+        with self._lock:
+            if self._pending and self.epoch == epoch:
+                return
+            self.epoch = epoch
+            self._position = 0
+            self._pending = False
+            self._pass = None
+            self._claim = None
+        self._publish()
 
     def ranks(self) -> Tuple[int, int]:
         """``(rank, world_size)`` this process reads as."""
@@ -130,23 +218,63 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
             return dist.get_rank(), dist.get_world_size()
         return 0, 1
 
+    # -- the shared block ----------------------------------------------------
+
+    def _publish(self) -> None:
+        """Writes what the next pass reads: epoch, start, mixture anchor."""
+        start = self._position if self._pending else 0
+        block = self._shared
+        block[_EPOCH] = self.epoch
+        block[_START] = start
+        if self._anchor is not None:
+            block[_ANCHOR_EPOCH] = int(self._anchor["epoch"])
+            block[_ANCHOR_POS] = int(self._anchor["position"])
+            for i, name in enumerate(self.mixture.names if self.mixture is not None else ()):
+                block[_COUNTS + i] = int(self._anchor["counts"][name])
+            block[_ANCHORED] = 1
+        block[_GEN] += 1
+
+    def _begin_pass(self) -> _Pass:
+        """A pass starts in the training process: fix its epoch and start."""
+        with self._lock:
+            start = self._position if self._pending else 0
+            self._pending = False
+            self._position = start
+            p = _Pass(self.epoch, start)
+            self._pass = p
+        self._shared[_EPOCH] = p.epoch
+        self._shared[_START] = p.start
+        self._shared[_GEN] += 1
+        return p
+
+    def _delivered(self, token: int) -> None:
+        with self._lock:
+            if self._pass is not None and self._pass.token == token:
+                self._pass.delivered += 1
+
+    def _exhausted(self, token: int) -> None:
+        with self._lock:
+            if self._pass is not None and self._pass.token == token:
+                self._pass.exhausted = True
+
     # -- iteration -----------------------------------------------------------
 
-    def _dataset(self) -> tessera.Dataset:
+    def _open(self) -> Any:
         # Maps survive fork, but reopen in a new process anyway: it is cheap
         # and keeps spawn and fork alike.
-        if self._ds is None or self._ds_pid != os.getpid():
-            ds = tessera.open(self.path, verify=self.verify)
-            self._ds = ds.split(self.split) if self.split is not None else ds
-            self._ds_pid = os.getpid()
-        return self._ds
+        if self._source is None or self._source_pid != os.getpid():
+            if self.mixture is not None:
+                self._source = self.mixture
+            else:
+                ds = tessera.open(self.path, verify=self.verify)  # type: ignore[arg-type]
+                self._source = ds.split(self.split) if self.split is not None else ds
+            self._source_pid = os.getpid()
+        return self._source
 
     def _loader(self, worker: int, num_workers: int) -> tessera.Loader:
         rank, world_size = self.ranks()
-        return self._dataset().loader(
-            self.batch_size,
-            shuffle=self.shuffle,
-            seed=self.seed,
+        src = self._open()
+        kwargs: Dict[str, Any] = dict(
             rank=rank,
             world_size=world_size,
             threads=self.threads,
@@ -155,33 +283,46 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
             worker=worker,
             num_workers=num_workers,
         )
-
-    def __iter__(self) -> Iterator[Dict[str, Any]]:
-        info = torch.utils.data.get_worker_info()
-        worker, num_workers = (0, 1) if info is None else (info.id, info.num_workers)
-        loader = self._loader(worker, num_workers)
-        if self._resume is not None and self._resume[0] == self.epoch:
-            start = self._resume[1]
-            loader.load_state_dict({"seed": self.seed, "epoch": self.epoch, "position": start})
+        if self.mixture is not None:
+            loader: tessera.Loader = src.loader(self.batch_size, **kwargs)
         else:
-            start = 0
-            loader.set_epoch(self.epoch)
-        # In-process iteration (num_workers=0) consumes the resume point.
+            loader = src.loader(self.batch_size, shuffle=self.shuffle, seed=self.seed, **kwargs)
+        return loader
+
+    def __iter__(self) -> "_Stream":
+        info = torch.utils.data.get_worker_info()
         if info is None:
-            self._resume = None
-            self._start = start
-            self._yielded = 0
-        bf16 = [f.name for f in self._dataset().fields if f.dtype == "bf16"]
-        for batch in loader:
-            if info is None:
-                self._yielded += 1
-            yield self._convert(batch, bf16) if self.tensors else batch
+            with self._lock:
+                claimed, self._claim = self._claim, None
+            if claimed is not None:
+                # A DataLoader (num_workers=0) began this pass and counts
+                # what it hands out.
+                return _Stream(self, claimed.epoch, claimed.start, 0, 1, None)
+            p = self._begin_pass()
+            return _Stream(self, p.epoch, p.start, 0, 1, p.token)
+        if self._local is not None:
+            # Restored by StatefulDataLoader for this pass only.
+            (epoch, start), self._local = self._local, None
+        else:
+            block = self._shared.tolist()
+            epoch, start = int(block[_EPOCH]), int(block[_START])
+        return _Stream(self, epoch, start, info.id, info.num_workers, None)
 
     @staticmethod
-    def _convert(batch: Dict[str, Any], bf16: Any) -> Dict[str, Any]:
-        out = {name: torch.from_numpy(array) for name, array in batch.items()}
-        for name in bf16:
-            out[name] = out[name].view(torch.bfloat16)
+    def _convert(batch: Dict[str, Any], fields: List[Tuple[str, Any, int, int, Tuple[int, ...], Tuple[int, ...]]]) -> Dict[str, Any]:
+        """Tensors for every field over one tensor of the whole batch buffer:
+        no copy in this process, and one shared-memory block (not one per
+        field) when a worker sends the batch."""
+        owner = next(iter(batch.values())).base
+        whole = torch.from_numpy(owner.buffer())
+        rows, stride = owner.rows, owner.stride
+        typed: Dict[Any, Any] = {}
+        out: Dict[str, Any] = {}
+        for name, dtype, size, offset, shape, inner in fields:
+            view = typed.get(dtype)
+            if view is None:
+                view = typed[dtype] = whole.view(dtype)
+            out[name] = view.as_strided((rows, *shape), (stride // size, *inner), offset // size)
         return out
 
     def __len__(self) -> int:
@@ -191,51 +332,98 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
     # -- checkpoints ---------------------------------------------------------
 
     def state_dict(self, batches: Optional[int] = None) -> Dict[str, Any]:
-        """The position after ``batches`` batches of the current epoch.
+        """The position of the training loop in the current epoch.
 
-        ``batches`` counts the batches the training loop took since the epoch
-        started (or since the restored position). With ``num_workers=0`` it
-        may be left out: the dataset counts what it yielded itself. With
-        worker processes, the copies in the workers do the counting, so pass
-        the loop's own step count.
+        Exact at any moment, with or without worker processes: it counts
+        the batches the DataLoader (or direct iteration) has handed to the
+        loop in the current pass. ``batches`` overrides that count (the
+        batches taken since the current pass started, or since the
+        restored position before it starts). Once a pass has run to its
+        end the position is the end of the epoch on every rank.
         """
-        start = self._start
-        if self._resume is not None and self._resume[0] == self.epoch:
-            start = self._resume[1]
-            taken = 0 if batches is None else batches
-        else:
-            taken = self._yielded if batches is None else batches
-        ds = self._dataset()
         rank, world_size = self.ranks()
-        position = min(start + int(taken) * self.batch_size * world_size, len(ds))
-        return {
-            "format": "tessera-loader/1",
+        g = self.batch_size * world_size
+        if torch.utils.data.get_worker_info() is not None:
+            # Inside a worker (StatefulDataLoader asks each worker): the
+            # pass's epoch and start; the worker's stream holds the rest.
+            block = self._shared.tolist()
+            return self._state(int(block[_EPOCH]), int(block[_START]), world_size)
+        with self._lock:
+            p = self._pass
+            if p is not None and p.epoch == self.epoch:
+                start = p.start
+                taken = p.delivered if batches is None else int(batches)
+                done = p.exhausted and batches is None
+            else:
+                start = self._position if self._pending else 0
+                taken = 0 if batches is None else int(batches)
+                done = False
+            epoch = self.epoch
+        position = self._rows if done else min(start + taken * g, self._rows)
+        return self._state(epoch, position, world_size)
+
+    def _state(self, epoch: int, position: int, world_size: int) -> Dict[str, Any]:
+        state: Dict[str, Any] = {
+            "format": STATE_FORMAT,
             "seed": self.seed,
-            "epoch": self.epoch,
+            "epoch": epoch,
             "position": position,
             "shuffle": self.shuffle,
-            "rows": len(ds),
+            "rows": self._rows,
             "batch_size": self.batch_size,
             "world_size": world_size,
             "last_batch": self.last_batch,
         }
+        if self.mixture is not None:
+            probe = self._probe()
+            state["counts"] = probe.counts_at(epoch, position)
+        return state
+
+    def _probe(self) -> tessera.Loader:
+        """A loader in this process carrying the restored mixture anchor."""
+        probe = self._loader(0, 1)
+        if self._anchor is not None:
+            probe.load_state_dict(self._anchor_state())
+        return probe
+
+    def _anchor_state(self) -> Dict[str, Any]:
+        assert self._anchor is not None
+        return {"seed": self.seed, "shuffle": self.shuffle, **self._anchor}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Continues from a ``state_dict``: the next iteration resumes that
-        epoch at the saved position (checked against this configuration)."""
+        """Continues from a ``state_dict``: the next pass resumes that epoch at
+        the saved position (checked against this configuration), in this
+        process and in every worker. For a mixture, the saved component
+        counts carry over, so the weights may differ from the saved run's."""
         probe = self._loader(0, 1)
-        probe.load_state_dict(state)  # validates seed, shuffle, size, position
-        self.epoch = int(state["epoch"])
-        self._resume = (self.epoch, int(state["position"]))
-        self._start = self._resume[1]
-        self._yielded = 0
+        probe.load_state_dict(state)  # validates seed, shuffle, size, position, counts
+        info = torch.utils.data.get_worker_info()
+        epoch, position = int(state["epoch"]), int(state["position"])
+        if info is not None:
+            # Inside a worker (StatefulDataLoader restoring this copy): only
+            # this process's next pass, never the shared block.
+            self._local = (epoch, position)
+            self.epoch = epoch
+            return
+        with self._lock:
+            self.epoch = epoch
+            self._position = position
+            self._pending = True
+            self._pass = None
+            self._claim = None
+            if self.mixture is not None and "counts" in state:
+                self._anchor = {"epoch": epoch, "position": position, "counts": dict(state["counts"])}
+        self._publish()
 
     # -- pickling ------------------------------------------------------------
 
     def __getstate__(self) -> Dict[str, Any]:
         state = self.__dict__.copy()
-        state["_ds"] = None
-        state["_ds_pid"] = -1
+        state["_source"] = None
+        state["_source_pid"] = -1
+        state["_lock"] = None
+        state["_pass"] = None
+        state["_claim"] = None
         # Spawned workers have no process group: pin the rank seen here.
         if self.rank is None:
             dist = torch.distributed
@@ -243,9 +431,146 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
                 state["rank"], state["world_size"] = dist.get_rank(), dist.get_world_size()
         return state
 
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def __repr__(self) -> str:
+        what = repr(self.mixture) if self.mixture is not None else repr(self.path)
         return (
-            f"tessera.torch.IterableDataset({self.path!r}, batch_size={self.batch_size}, "
+            f"tessera.torch.IterableDataset({what}, batch_size={self.batch_size}, "
             f"split={self.split!r}, shuffle={self.shuffle}, seed={self.seed}, "
             f"last_batch={self.last_batch!r}, epoch={self.epoch})"
         )
+
+
+class _Stream:
+    """The batches one process yields in one pass: the rank's batches
+    ``worker, worker + num_workers, ...`` from ``start`` of ``epoch``.
+
+    Its ``state_dict``/``load_state_dict`` are this sub-stream's position,
+    which ``torchdata``'s ``StatefulDataLoader`` saves and restores per worker.
+    """
+
+    def __init__(self, owner: IterableDataset, epoch: int, start: int, worker: int, num_workers: int,
+                 token: Optional[int]) -> None:
+        self.owner = owner
+        self.epoch = epoch
+        self.start = start
+        self.worker = worker
+        self.num_workers = num_workers
+        self.yielded = 0  # batches of this sub-stream handed out
+        self.token = token  # set when this stream counts deliveries itself
+        self._it: Optional[Iterator[Dict[str, Any]]] = None
+        self._fields: List[Tuple[str, Any, int, int, Tuple[int, ...], Tuple[int, ...]]] = []
+
+    def __iter__(self) -> "_Stream":
+        return self
+
+    def _start(self) -> Iterator[Dict[str, Any]]:
+        owner = self.owner
+        loader = owner._loader(self.worker, self.num_workers)
+        block = owner._shared.tolist()
+        if owner.mixture is not None and block[_ANCHORED]:
+            counts = {n: int(block[_COUNTS + i]) for i, n in enumerate(owner.mixture.names)}
+            loader.load_state_dict({
+                "seed": owner.seed, "shuffle": owner.shuffle, "epoch": int(block[_ANCHOR_EPOCH]),
+                "position": int(block[_ANCHOR_POS]), "counts": counts,
+            })
+        # Skip the rounds this sub-stream already yielded: round j of all
+        # workers starts j * num_workers batches after `start`.
+        rank, world_size = owner.ranks()
+        g = owner.batch_size * world_size
+        at = min(self.start + self.yielded * self.num_workers * g, owner._rows)
+        loader.load_state_dict({"seed": owner.seed, "shuffle": owner.shuffle, "epoch": self.epoch,
+                                "position": at})
+        self._fields = []
+        for f in owner._open().fields:
+            dtype = _TORCH_DTYPES[f.dtype]
+            if dtype is None:
+                raise ArgumentError(f"field {f.name!r} has dtype {f.dtype}, which needs PyTorch 2.3 or later")
+            shape = tuple(f.shape)
+            # Row-major element strides inside one record.
+            inner: List[int] = []
+            acc = 1
+            for d in reversed(shape):
+                inner.insert(0, acc)
+                acc *= d
+            self._fields.append((f.name, dtype, f.numpy_dtype.itemsize, f.offset, shape, tuple(inner)))
+        return iter(loader)
+
+    def __next__(self) -> Dict[str, Any]:
+        if self._it is None:
+            self._it = self._start()
+        try:
+            batch = next(self._it)
+        except StopIteration:
+            if self.token is not None:
+                self.owner._exhausted(self.token)
+            raise
+        self.yielded += 1
+        if self.token is not None:
+            self.owner._delivered(self.token)
+        return IterableDataset._convert(batch, self._fields) if self.owner.tensors else batch
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"epoch": self.epoch, "start": self.start, "yielded": self.yielded,
+                "worker": self.worker, "num_workers": self.num_workers}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        if int(state["num_workers"]) != self.num_workers or int(state["worker"]) != self.worker:
+            raise ArgumentError(
+                f"stream state of worker {state['worker']} of {state['num_workers']} "
+                f"cannot continue as worker {self.worker} of {self.num_workers}"
+            )
+        self.epoch, self.start, self.yielded = int(state["epoch"]), int(state["start"]), int(state["yielded"])
+        self._it = None
+
+
+# -- DataLoader hooks ------------------------------------------------------------
+#
+# The training process's dataset object has to know when a DataLoader pass
+# starts (to fix the pass's epoch and start before workers read them) and
+# how many batches the loop has received (workers prefetch ahead, so what
+# they produced is not what the loop took). The DataLoader offers no public
+# hook for either, so these two wrappers provide them, for tessera datasets
+# only.
+
+_original_iter = getattr(_dl.DataLoader, "__iter__", None)
+_original_next = getattr(getattr(_dl, "_BaseDataLoaderIter", None), "__next__", None)
+
+
+def _hooked_iter(self: Any) -> Any:
+    ds = self.__dict__.get("dataset")
+    if not isinstance(ds, IterableDataset):
+        return _original_iter(self)  # type: ignore[misc]
+    p = ds._begin_pass()
+    if self.num_workers == 0:
+        with ds._lock:
+            ds._claim = p
+    it = _original_iter(self)  # type: ignore[misc]
+    it._tessera_pass = (ds, p.token)
+    return it
+
+
+def _hooked_next(self: Any) -> Any:
+    tag = self.__dict__.get("_tessera_pass")
+    if tag is None:
+        return _original_next(self)  # type: ignore[misc]
+    ds, token = tag
+    try:
+        data = _original_next(self)  # type: ignore[misc]
+    except StopIteration:
+        ds._exhausted(token)
+        raise
+    ds._delivered(token)
+    return data
+
+
+#: True when the DataLoader hooks are installed (a PyTorch whose DataLoader
+#: internals differ leaves them out: then pass the step count to state_dict).
+HOOKED = _original_iter is not None and _original_next is not None
+if HOOKED and not getattr(_original_iter, "_tessera_hook", False):
+    _hooked_iter._tessera_hook = True  # type: ignore[attr-defined]
+    _dl.DataLoader.__iter__ = _hooked_iter  # type: ignore[method-assign]
+    _dl._BaseDataLoaderIter.__next__ = _hooked_next  # type: ignore[method-assign]

@@ -165,3 +165,18 @@ def test_bad_configuration_fails_early(tmp_path: "os.PathLike[str]", small_set: 
         tessera.torch.IterableDataset(small_set, 0)
     with pytest.raises(tessera.ArgumentError):
         tessera.torch.IterableDataset(small_set, 8, rank=1)
+
+
+def test_a_batch_from_a_worker_is_one_shared_block(small_set: str) -> None:
+    # Every field's tensor views one storage, so a worker sends one
+    # shared-memory block per batch (not one copy of the buffer per field).
+    data = tessera.torch.IterableDataset(small_set, 50, seed=1)
+    for batch in DataLoader(data, batch_size=None, num_workers=2):
+        ptrs = {t.untyped_storage().data_ptr() for t in batch.values()}
+        assert len(ptrs) == 1
+        assert batch["img"].shape == (50, 2, 3, 5)
+        ids = batch["id"].numpy()
+        ref = tessera.open(small_set)[ids.tolist()]
+        for name, t in batch.items():
+            assert np.array_equal(t.numpy(), ref[name]), name
+        break

@@ -63,6 +63,7 @@ mod header;
 mod layout;
 mod loader;
 mod manifest;
+mod mixture;
 pub mod order;
 mod writer;
 
@@ -74,5 +75,6 @@ pub use header::{FORMAT_VERSION, HEADER_LEN, MAGIC, ShardHeader};
 pub use layout::{FieldLayout, FieldSpec, MAX_STRIDE, RecordLayout};
 pub use loader::{Batches, Loader, LoaderConfig};
 pub use manifest::{Compression, FORMAT_NAME, MANIFEST_FILE, Manifest, ShardInfo, SplitInfo, hex};
-pub use order::{Cursor, EpochOrder, LastBatch, Schedule};
+pub use mixture::{MixComponent, Mixture, WeightStep};
+pub use order::{Cursor, EpochOrder, LastBatch, OrderVersion, Schedule};
 pub use writer::{ShardSetWriter, ShardWriter, sync_dir, write_manifest};

@@ -4,17 +4,22 @@
 //! configuration. With `threads = T`, batch `k` is built by worker `k mod T`
 //! (assigned ahead of time, not taken from a shared queue), each worker pushes
 //! its batches in increasing `k` into its own bounded queue, and the consumer
-//! pops queue `k mod T` for batch `k`. The sequence of batches is therefore the
-//! same for any thread count and any prefetch depth; timing only changes how
-//! long the consumer waits.
+//! pops queue `k mod T` for batch `k`. When that queue is empty, the consumer
+//! builds a batch that no worker has claimed yet (the one it needs, or the
+//! nearest one within the prefetch window, kept until its turn) instead of
+//! sleeping. The sequence of batches is therefore the same for any thread
+//! count and any prefetch depth; timing only changes who builds a batch and
+//! how long the consumer waits.
 
 use crate::batch::{AlignedBuf, Batch, BufPool};
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::layout::RecordLayout;
+use crate::mixture::{MixScratch, Mixture};
 use crate::order::{Cursor, EpochOrder, LastBatch, Schedule};
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::thread::JoinHandle;
 
 /// How to cut a dataset into batches. `Default` gives a shuffled,
@@ -73,18 +78,93 @@ impl Default for LoaderConfig {
 /// so starting an epoch does not allocate and page-fault its buffers anew.
 #[derive(Clone, Debug)]
 pub struct Loader {
-    ds: Dataset,
+    source: Source,
     cfg: LoaderConfig,
     schedule: Schedule,
     layout: Arc<RecordLayout>,
     pool: Arc<BufPool>,
 }
 
+/// What a loader reads: one dataset view, or a mixture of several.
+#[derive(Clone, Debug)]
+enum Source {
+    Set(Dataset),
+    Mix(Arc<Mixture>),
+}
+
+impl Source {
+    /// Positions in one epoch.
+    fn len(&self) -> u64 {
+        match self {
+            Source::Set(ds) => ds.len(),
+            Source::Mix(m) => m.epoch_samples(),
+        }
+    }
+
+    fn stride(&self) -> usize {
+        match self {
+            Source::Set(ds) => ds.stride(),
+            Source::Mix(m) => m.stride(),
+        }
+    }
+
+    fn layout(&self) -> &RecordLayout {
+        match self {
+            Source::Set(ds) => ds.layout(),
+            Source::Mix(m) => m.layout(),
+        }
+    }
+}
+
 impl Loader {
     /// Checks the configuration against the dataset.
     pub fn new(ds: &Dataset, cfg: LoaderConfig) -> Result<Self> {
+        Self::from_source(Source::Set(ds.clone()), cfg)
+    }
+
+    /// A loader over a mixture: its epochs, batches, ranks, workers and
+    /// cursors work as for one set of `epoch_samples` records. The order
+    /// is the mixture's (its seed and components' shuffles); `cfg.shuffle`
+    /// and `cfg.seed` must agree with it.
+    pub fn mixture(mixture: Mixture, cfg: LoaderConfig) -> Result<Self> {
+        if cfg.seed != mixture.seed() || cfg.shuffle != mixture.shuffle() {
+            return Err(Error::InvalidArgument(format!(
+                "loader seed {} / shuffle {} differ from the mixture's seed {} / shuffle {}",
+                cfg.seed,
+                cfg.shuffle,
+                mixture.seed(),
+                mixture.shuffle()
+            )));
+        }
+        Self::from_source(Source::Mix(Arc::new(mixture)), cfg)
+    }
+
+    /// The same loader over another mixture with the same epoch length
+    /// (such as [`Mixture::anchored`] of this one's).
+    pub fn with_mixture(&self, mixture: Mixture) -> Result<Self> {
+        if mixture.epoch_samples() != self.source.len() {
+            return Err(Error::InvalidArgument(format!(
+                "the new mixture has {} samples per epoch, the loader {}",
+                mixture.epoch_samples(),
+                self.source.len()
+            )));
+        }
+        let mut l = self.clone();
+        l.source = Source::Mix(Arc::new(mixture));
+        Ok(l)
+    }
+
+    /// The mixture this loader reads, if it reads one.
+    pub fn mixture_source(&self) -> Option<&Mixture> {
+        match &self.source {
+            Source::Mix(m) => Some(m),
+            Source::Set(_) => None,
+        }
+    }
+
+    fn from_source(source: Source, cfg: LoaderConfig) -> Result<Self> {
         let schedule = Schedule::new(
-            ds.len(),
+            source.len(),
             cfg.batch_size,
             cfg.rank,
             cfg.world_size,
@@ -102,18 +182,18 @@ impl Loader {
                 cfg.threads
             )));
         }
-        let buf_bytes = cfg.batch_size.checked_mul(ds.stride() as u64);
+        let buf_bytes = cfg.batch_size.checked_mul(source.stride() as u64);
         if buf_bytes.is_none_or(|b| b > (1 << 40)) {
             return Err(Error::InvalidArgument(format!(
                 "batch_size {} x stride {} is too large",
                 cfg.batch_size,
-                ds.stride()
+                source.stride()
             )));
         }
         let pool = BufPool::new(cfg.threads.max(1) * (cfg.prefetch.max(1) + 1) + 2);
         Ok(Loader {
-            layout: Arc::new(ds.layout().clone()),
-            ds: ds.clone(),
+            layout: Arc::new(source.layout().clone()),
+            source,
             cfg,
             schedule,
             pool,
@@ -130,9 +210,18 @@ impl Loader {
         &self.schedule
     }
 
-    /// The dataset view.
-    pub fn dataset(&self) -> &Dataset {
-        &self.ds
+    /// The dataset view, when the loader reads one set (not a mixture).
+    pub fn dataset(&self) -> Option<&Dataset> {
+        match &self.source {
+            Source::Set(ds) => Some(ds),
+            Source::Mix(_) => None,
+        }
+    }
+
+    /// Positions in one epoch: the dataset's records, or the mixture's
+    /// samples per epoch.
+    pub fn epoch_len(&self) -> u64 {
+        self.source.len()
     }
 
     /// Batches this loader yields in a whole epoch.
@@ -170,20 +259,33 @@ impl Loader {
                 cursor.seed, self.cfg.seed
             )));
         }
-        if cursor.position > self.ds.len() {
+        if cursor.position > self.source.len() {
             return Err(Error::InvalidArgument(format!(
                 "cursor position {} is past the end of the epoch ({} records)",
                 cursor.position,
-                self.ds.len()
+                self.source.len()
             )));
         }
         Ok(self.start(cursor))
     }
 
     fn start(&self, cursor: Cursor) -> Batches {
+        let order = match &self.source {
+            Source::Set(ds) => EpochOrder::new_as(
+                ds.order_version(),
+                ds.len(),
+                self.cfg.shuffle,
+                cursor.seed,
+                cursor.epoch,
+            ),
+            // A mixture's epoch is a run of its global samples; the
+            // shuffling happens inside the components.
+            Source::Mix(m) => EpochOrder::sequential(m.epoch_samples()),
+        };
         let job = Arc::new(Job {
-            ds: self.ds.clone(),
-            order: EpochOrder::new(self.ds.len(), self.cfg.shuffle, cursor.seed, cursor.epoch),
+            source: self.source.clone(),
+            epoch: cursor.epoch,
+            order,
             schedule: self.schedule,
             start: cursor.position,
             worker: self.cfg.worker,
@@ -197,13 +299,19 @@ impl Loader {
         let pool = Arc::clone(&self.pool);
         let mut queues = Vec::with_capacity(threads);
         let mut handles = Vec::with_capacity(threads);
+        // Thread t builds its batches t, t + T, ... in order, claiming each
+        // first; the consumer may claim (and build) one that is not yet
+        // started instead of sleeping (see `Batches::next`).
+        let claims: Arc<Vec<AtomicU64>> =
+            Arc::new((0..threads as u64).map(AtomicU64::new).collect());
         for t in 0..threads {
             let (tx, rx) = sync_channel(prefetch);
             let job = Arc::clone(&job);
             let pool = Arc::clone(&pool);
+            let claims = Arc::clone(&claims);
             let spawned = std::thread::Builder::new()
                 .name(format!("tessera-prefetch-{t}"))
-                .spawn(move || produce(&job, &pool, t as u64, threads as u64, total, tx));
+                .spawn(move || produce(&job, &pool, &claims, t, total, tx));
             match spawned {
                 Ok(h) => {
                     queues.push(rx);
@@ -227,14 +335,19 @@ impl Loader {
             next: 0,
             total,
             cursor,
-            scratch: Vec::new(),
+            exhausted: false,
+            scratch: Scratch::default(),
+            claims,
+            stash: Vec::new(),
+            window: (threads * (prefetch + 1)) as u64,
         }
     }
 }
 
 /// Everything needed to build any batch of one epoch on one rank.
 struct Job {
-    ds: Dataset,
+    source: Source,
+    epoch: u64,
     order: EpochOrder,
     schedule: Schedule,
     start: u64,
@@ -251,19 +364,23 @@ impl Job {
     }
 
     /// Builds this loader's `j`-th batch.
-    fn build(&self, j: u64, pool: &Arc<BufPool>, scratch: &mut Vec<u64>) -> Batch {
+    fn build(&self, j: u64, pool: &Arc<BufPool>, scratch: &mut Scratch) -> Batch {
         let k = self.rank_batch(j);
         let positions = self.schedule.batch_positions(self.start, k);
         let rows = (positions.end - positions.start) as usize;
-        let stride = self.ds.stride();
+        let ds = match &self.source {
+            Source::Set(ds) => ds,
+            Source::Mix(m) => return self.build_mixed(m, k, positions, pool, scratch),
+        };
+        let stride = ds.stride();
         let n = self.order.len();
         if self.zero_copy
             && self.order.is_sequential()
             && positions.end <= n
-            && self.ds.records(positions.clone()).is_some()
+            && ds.records(positions.clone()).is_some()
         {
             return Batch::mapped(
-                self.ds.clone(),
+                ds.clone(),
                 positions.start,
                 Some(Arc::clone(pool)),
                 rows,
@@ -283,7 +400,7 @@ impl Job {
                 let run = ((positions.end - pos).min(n - at)) as usize;
                 let dst = &mut out[filled * stride..(filled + run) * stride];
                 // In range by construction: at + run <= n.
-                let _ = self.ds.copy_records(at, dst);
+                let _ = ds.copy_records(at, dst);
                 filled += run;
                 pos += run as u64;
             }
@@ -292,10 +409,11 @@ impl Job {
             // gather loop was measured slower, as the longer loop body keeps
             // fewer memory accesses in flight. Positions reach past n only
             // in a padded last batch.
-            scratch.clear();
-            scratch.extend(positions.map(|p| self.order.get(if p < n { p } else { p % n })));
+            let idx = &mut scratch.indices;
+            idx.clear();
+            self.order.extend_records(positions, idx);
             // In range by construction: the order maps into 0..n.
-            let _ = self.ds.gather(scratch, out);
+            let _ = ds.gather(idx, out);
         }
         Batch::new(
             buf,
@@ -307,21 +425,77 @@ impl Job {
     }
 }
 
+impl Job {
+    /// A mixture batch: global samples `epoch * L + p` for the positions
+    /// `p` (a padded batch wraps to the epoch's start).
+    fn build_mixed(
+        &self,
+        m: &Mixture,
+        k: u64,
+        positions: std::ops::Range<u64>,
+        pool: &Arc<BufPool>,
+        scratch: &mut Scratch,
+    ) -> Batch {
+        let len = m.epoch_samples();
+        let stride = m.stride();
+        let rows = (positions.end - positions.start) as usize;
+        let mut buf = pool.take();
+        buf.resize(rows * stride);
+        let out = buf.bytes_mut();
+        let first = self.epoch.saturating_mul(len);
+        let mut pos = positions.start;
+        let mut filled = 0usize;
+        while pos < positions.end {
+            let at = pos % len;
+            let run = (positions.end - pos).min(len - at);
+            let dst = &mut out[filled * stride..(filled + run as usize) * stride];
+            m.fill(first + at..first + at + run, dst, &mut scratch.mix);
+            filled += run as usize;
+            pos += run;
+        }
+        Batch::new(
+            buf,
+            Some(Arc::clone(pool)),
+            rows,
+            Arc::clone(&self.layout),
+            k,
+        )
+    }
+}
+
+/// Per-thread buffers for building batches.
+#[derive(Default)]
+struct Scratch {
+    indices: Vec<u64>,
+    mix: MixScratch,
+}
+
 fn produce(
     job: &Job,
     pool: &Arc<BufPool>,
-    t: u64,
-    threads: u64,
+    claims: &[AtomicU64],
+    t: usize,
     total: u64,
     tx: SyncSender<Batch>,
 ) {
-    let mut scratch = Vec::new();
-    let mut j = t;
-    while j < total {
+    let mut scratch = Scratch::default();
+    let step = claims.len() as u64;
+    let claim = &claims[t];
+    loop {
+        let j = claim.load(Ordering::Acquire);
+        if j >= total {
+            return;
+        }
+        // Lost to the consumer: it builds `j` itself; go on with the next.
+        if claim
+            .compare_exchange(j, j + step, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            continue;
+        }
         if tx.send(job.build(j, pool, &mut scratch)).is_err() {
             return; // the consumer went away
         }
-        j += threads;
     }
 }
 
@@ -335,15 +509,31 @@ pub struct Batches {
     next: u64,
     total: u64,
     cursor: Cursor,
-    /// Index buffer for batches built on the consumer's thread.
-    scratch: Vec<u64>,
+    /// Set once `next` has returned `None`.
+    exhausted: bool,
+    /// Buffers for batches built on the consumer's thread.
+    scratch: Scratch,
+    /// Each prefetch thread's next unclaimed batch.
+    claims: Arc<Vec<AtomicU64>>,
+    /// Batches the consumer built ahead of their turn.
+    stash: Vec<(u64, Batch)>,
+    /// How far ahead of the batch it needs the consumer may build one.
+    window: u64,
 }
 
 impl Batches {
     /// The state after the batches yielded so far: save it, and pass it to
     /// [`Loader::resume`] to continue exactly here.
+    ///
+    /// Once the iterator has returned `None`, the position is the end of the
+    /// epoch on every rank, whatever share of the last global batch this
+    /// rank had (so ranks that save at the end of an epoch save the same
+    /// state). A worker sub-stream (`num_workers > 1`) is not the whole
+    /// epoch, so its position stays after its own last batch.
     pub fn cursor(&self) -> Cursor {
-        let position = if self.next == 0 {
+        let position = if self.exhausted && self.job.num_workers == 1 {
+            self.job.order.len()
+        } else if self.next == 0 {
             self.cursor.position
         } else {
             let k = self.job.rank_batch(self.next - 1);
@@ -361,24 +551,81 @@ impl Batches {
     }
 }
 
+impl Batches {
+    /// Batch `j` from its thread's queue, from the stash, or built here.
+    ///
+    /// Rather than sleep until the thread owning `j` delivers it (a
+    /// cross-core wake-up per batch, and a third thread competing for the
+    /// cores), the consumer builds a batch no thread has started: `j` itself
+    /// if its thread has not begun it, else the nearest unclaimed batch
+    /// within the prefetch window, kept until its turn. A batch's content
+    /// does not depend on who builds it, so the sequence is the same.
+    fn take(&mut self, j: u64) -> Batch {
+        let q = (j % self.queues.len() as u64) as usize;
+        loop {
+            if let Some(i) = self.stash.iter().position(|(k, _)| *k == j) {
+                return self.stash.swap_remove(i).1;
+            }
+            match self.queues[q].try_recv() {
+                Ok(b) => return b,
+                // A thread can only vanish by panicking, which is a bug
+                // here, not a property of the data; build the batch here.
+                Err(TryRecvError::Disconnected) => {
+                    return self.job.build(j, &self.pool, &mut self.scratch);
+                }
+                Err(TryRecvError::Empty) => {}
+            }
+            let Some(k) = self.steal(j) else { break };
+            let b = self.job.build(k, &self.pool, &mut self.scratch);
+            if k == j {
+                return b;
+            }
+            self.stash.push((k, b));
+        }
+        match self.queues[q].recv() {
+            Ok(b) => b,
+            Err(_) => self.job.build(j, &self.pool, &mut self.scratch),
+        }
+    }
+
+    /// Claims the nearest batch at or after `j`, within the window, that no
+    /// thread has started.
+    fn steal(&self, j: u64) -> Option<u64> {
+        let step = self.claims.len() as u64;
+        let limit = (j + self.window).min(self.total);
+        loop {
+            let (t, k) = self
+                .claims
+                .iter()
+                .enumerate()
+                .map(|(t, c)| (t, c.load(Ordering::Acquire)))
+                .min_by_key(|&(_, k)| k)?;
+            if k >= limit {
+                return None;
+            }
+            if self.claims[t]
+                .compare_exchange(k, k + step, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return Some(k);
+            }
+        }
+    }
+}
+
 impl Iterator for Batches {
     type Item = Batch;
 
     fn next(&mut self) -> Option<Batch> {
         if self.next >= self.total {
+            self.exhausted = true;
             return None;
         }
         let j = self.next;
         let batch = if self.queues.is_empty() {
             self.job.build(j, &self.pool, &mut self.scratch)
         } else {
-            let q = &self.queues[(j % self.queues.len() as u64) as usize];
-            match q.recv() {
-                Ok(b) => b,
-                // A worker can only vanish by panicking, which is a bug here,
-                // not a property of the data; rebuild the batch in place.
-                Err(_) => self.job.build(j, &self.pool, &mut self.scratch),
-            }
+            self.take(j)
         };
         self.next += 1;
         Some(batch)

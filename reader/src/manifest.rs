@@ -7,6 +7,7 @@
 use crate::error::{Error, Result};
 use crate::header::{FORMAT_VERSION, HEADER_LEN};
 use crate::layout::RecordLayout;
+use crate::order::OrderVersion;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -85,6 +86,11 @@ pub struct Manifest {
     pub shards: Vec<ShardInfo>,
     /// Splits in row order; they partition `0..rows`.
     pub splits: Vec<SplitInfo>,
+    /// Which definition of the shuffled reading order the set uses
+    /// (docs/FORMAT.md, section 14.2). Absent in sets written before order
+    /// version 2, which read as version 1; written only when not 1.
+    #[serde(default = "legacy_order", skip_serializing_if = "is_legacy_order")]
+    pub order_version: u64,
     /// Frozen transform statistics (free-form JSON written by the compiler).
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub stats: serde_json::Value,
@@ -122,6 +128,7 @@ impl Manifest {
             rows,
             shards,
             splits,
+            order_version: u64::from(OrderVersion::LATEST.number()),
             stats: serde_json::Value::Null,
             spec: serde_json::Value::Null,
             inputs: serde_json::Value::Null,
@@ -256,6 +263,8 @@ impl Manifest {
                 self.rows
             )));
         }
+        OrderVersion::from_number(self.order_version)
+            .map_err(|e| bad(format!("key `order_version`: {e}")))?;
         if self.splits.is_empty() {
             return Err(bad(
                 "key `splits` is empty; a set has at least one split".into()
@@ -288,10 +297,23 @@ impl Manifest {
         Ok(())
     }
 
+    /// The set's order version, checked by [`Manifest::validate`].
+    pub fn order(&self) -> OrderVersion {
+        OrderVersion::from_number(self.order_version).unwrap_or_default()
+    }
+
     /// Looks a split up by name.
     pub fn split(&self, name: &str) -> Option<&SplitInfo> {
         self.splits.iter().find(|s| s.name == name)
     }
+}
+
+fn legacy_order() -> u64 {
+    1
+}
+
+fn is_legacy_order(v: &u64) -> bool {
+    *v == 1
 }
 
 /// Lowercase hex of a byte string.
@@ -374,6 +396,23 @@ mod tests {
     }
 
     #[test]
+    fn order_version_defaults_to_1_when_absent_and_is_written_when_not() {
+        let m = sample();
+        assert_eq!(m.order(), OrderVersion::V2);
+        let text = String::from_utf8(m.to_json()).unwrap();
+        assert!(text.contains("\"order_version\": 2"));
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        v.as_object_mut().unwrap().remove("order_version");
+        let mut old = serde_json::to_vec_pretty(&v).unwrap();
+        old.push(b'\n');
+        let parsed = Manifest::parse(&old, Path::new("m.json")).unwrap();
+        assert_eq!(parsed.order(), OrderVersion::V1);
+        // A version-1 manifest is rewritten without the key.
+        let again = String::from_utf8(parsed.to_json()).unwrap();
+        assert!(!again.contains("order_version"));
+    }
+
+    #[test]
     fn rejects_inconsistencies() {
         let mut m = sample();
         m.rows = 16;
@@ -411,6 +450,14 @@ mod tests {
             reparse(&m),
             Err(Error::UnsupportedVersion { found: 2, .. })
         ));
+        let mut m = sample();
+        m.order_version = 3;
+        assert!(
+            reparse(&m)
+                .unwrap_err()
+                .to_string()
+                .contains("order_version")
+        );
         let mut m = sample();
         m.shards[0].blake3 = "XYZ".into();
         assert!(reparse(&m).unwrap_err().to_string().contains("blake3"));

@@ -58,3 +58,34 @@ fn todays_writer_reproduces_the_golden_bytes() {
     );
     assert_eq!(fresh.splits, committed.splits);
 }
+
+#[test]
+fn the_v1_golden_set_keeps_the_version_1_order() {
+    use tessera_reader::{EpochOrder, LastBatch, Loader, LoaderConfig, OrderVersion};
+    let ds = Dataset::open(golden_dir()).unwrap();
+    assert_eq!(ds.manifest().order_version, 1);
+    assert_eq!(ds.order_version(), OrderVersion::V1);
+    let cfg = LoaderConfig {
+        batch_size: 5,
+        seed: 3,
+        last_batch: LastBatch::Partial,
+        ..Default::default()
+    };
+    let loader = Loader::new(&ds, cfg).unwrap();
+    for epoch in 0..3 {
+        let got: Vec<u64> = loader
+            .epoch(epoch)
+            .flat_map(|b| b.field::<u64>("id").unwrap().to_vec())
+            .collect();
+        let v1 = EpochOrder::shuffled_as(OrderVersion::V1, ds.len(), 3, epoch);
+        let want: Vec<u64> = (0..ds.len())
+            .map(|p| ds.field::<u64>(v1.get(p), "id").unwrap()[0])
+            .collect();
+        assert_eq!(got, want, "epoch {epoch}");
+        let v2 = EpochOrder::shuffled(ds.len(), 3, epoch);
+        assert_ne!(
+            (0..ds.len()).map(|p| v1.get(p)).collect::<Vec<_>>(),
+            (0..ds.len()).map(|p| v2.get(p)).collect::<Vec<_>>()
+        );
+    }
+}

@@ -1,125 +1,9 @@
-//! Deterministic sample order: which records form batch `k` of rank `r` in
-//! epoch `e`. Pure arithmetic, no I/O, no N-sized tables.
-//!
-//! The epoch order is a permutation of `0..n`: the identity, or a seeded
-//! pseudo-random permutation computed per position by a keyed Feistel network
-//! with cycle walking (O(1) memory, any `n`). The sequence of epoch positions
-//! is cut into global batches of `batch_size * world_size` positions; rank `r`
-//! takes the `r`-th `batch_size` slice of each. A position in that sequence
-//! plus `(seed, epoch)` is the whole state of a reader: see [`Cursor`].
+//! How one rank cuts an epoch into batches ([`Schedule`], [`LastBatch`]) and
+//! where a reader stands in it ([`Cursor`]).
 
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::ops::Range;
-
-const ROUNDS: usize = 4;
-
-/// The order in which one epoch visits the records `0..n`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EpochOrder {
-    n: u64,
-    shuffle: Option<Feistel>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Feistel {
-    half_bits: u32,
-    mask: u64,
-    keys: [u64; ROUNDS],
-}
-
-impl EpochOrder {
-    /// The identity order `0, 1, ..., n - 1`.
-    pub fn sequential(n: u64) -> Self {
-        EpochOrder { n, shuffle: None }
-    }
-
-    /// The seeded permutation of `0..n` for `(seed, epoch)`. Different epochs
-    /// give unrelated permutations; the same pair always gives the same one.
-    pub fn shuffled(n: u64, seed: u64, epoch: u64) -> Self {
-        // Smallest even bit width whose domain holds n; cycle walking maps the
-        // domain's permutation onto 0..n, at most 4 steps on average.
-        let bits = 64 - n.saturating_sub(1).leading_zeros();
-        let half_bits = bits.div_ceil(2).max(1);
-        let mut state = seed ^ splitmix(epoch ^ 0x7465_7373_6572_6121);
-        let mut keys = [0u64; ROUNDS];
-        for k in &mut keys {
-            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            *k = splitmix(state);
-        }
-        EpochOrder {
-            n,
-            shuffle: Some(Feistel {
-                half_bits,
-                mask: (1u64 << half_bits) - 1,
-                keys,
-            }),
-        }
-    }
-
-    /// `shuffled` when `shuffle` is true, else `sequential`.
-    pub fn new(n: u64, shuffle: bool, seed: u64, epoch: u64) -> Self {
-        if shuffle {
-            Self::shuffled(n, seed, epoch)
-        } else {
-            Self::sequential(n)
-        }
-    }
-
-    /// Number of records ordered.
-    pub fn len(&self) -> u64 {
-        self.n
-    }
-
-    /// True when there is nothing to order.
-    pub fn is_empty(&self) -> bool {
-        self.n == 0
-    }
-
-    /// True for the identity order.
-    pub fn is_sequential(&self) -> bool {
-        self.shuffle.is_none()
-    }
-
-    /// The record visited at position `pos` (`pos < n`).
-    #[inline]
-    pub fn get(&self, pos: u64) -> u64 {
-        debug_assert!(pos < self.n);
-        match &self.shuffle {
-            None => pos,
-            Some(f) => {
-                let mut x = pos;
-                loop {
-                    x = f.permute(x);
-                    if x < self.n {
-                        return x;
-                    }
-                }
-            }
-        }
-    }
-}
-
-impl Feistel {
-    #[inline]
-    fn permute(&self, x: u64) -> u64 {
-        let mut l = x >> self.half_bits;
-        let mut r = x & self.mask;
-        for &k in &self.keys {
-            let f = splitmix(r ^ k) & self.mask;
-            (l, r) = (r, l ^ f);
-        }
-        (l << self.half_bits) | r
-    }
-}
-
-/// The SplitMix64 finalizer: a fast, well-mixing 64-bit bijection.
-#[inline]
-fn splitmix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 /// What happens to the last global batch of an epoch when fewer than
 /// `batch_size * world_size` positions remain.
@@ -260,40 +144,6 @@ pub struct Cursor {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn small_shuffles_are_permutations() {
-        for n in [0u64, 1, 2, 3, 5, 16, 17, 100, 1000] {
-            let o = EpochOrder::shuffled(n, 42, 3);
-            let mut seen: Vec<u64> = (0..n).map(|p| o.get(p)).collect();
-            seen.sort_unstable();
-            assert_eq!(seen, (0..n).collect::<Vec<_>>(), "n = {n}");
-        }
-    }
-
-    #[test]
-    fn epochs_and_seeds_differ() {
-        let n = 1000;
-        let a: Vec<u64> = (0..n)
-            .map(|p| EpochOrder::shuffled(n, 1, 0).get(p))
-            .collect();
-        let b: Vec<u64> = (0..n)
-            .map(|p| EpochOrder::shuffled(n, 1, 1).get(p))
-            .collect();
-        let c: Vec<u64> = (0..n)
-            .map(|p| EpochOrder::shuffled(n, 2, 0).get(p))
-            .collect();
-        assert_ne!(a, b);
-        assert_ne!(a, c);
-        // A shuffle should move most records.
-        assert!(
-            a.iter()
-                .enumerate()
-                .filter(|&(i, &x)| i as u64 == x)
-                .count()
-                < 20
-        );
-    }
 
     #[test]
     fn partial_last_batch_is_split_evenly() {

@@ -1,0 +1,225 @@
+"""``tessera.mix``: several shard sets (or splits) read as one weighted stream.
+
+The native part (``tessera._tessera.Mixture``) does the work; this wrapper
+keeps the configuration, so a mixture pickles (for DataLoader workers) and
+the components can be named by path.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from tessera import _tessera
+from tessera.errors import ArgumentError
+
+Source = Union[str, "os.PathLike[str]", _tessera.Dataset]
+ComponentArg = Union[Tuple[Source, float], Tuple[Source, str, float]]
+ScheduleArg = Optional[Union[Sequence[Tuple[int, Mapping[str, float]]], Mapping[int, Mapping[str, float]]]]
+
+
+def _open(source: Any, split: Optional[str], name: str) -> Tuple[_tessera.Dataset, Tuple[str, Optional[str]]]:
+    if isinstance(source, _tessera.Dataset):
+        if split is not None:
+            source = source.split(split)
+        return source, (source.path, source.split_name)
+    if isinstance(source, (str, os.PathLike)):
+        ds = _tessera.open(source)
+        if split is not None:
+            ds = ds.split(split)
+        return ds, (ds.path, split)
+    raise ArgumentError(f"mixture component {name!r}: expected a path or a tessera.Dataset, got {type(source).__name__}")
+
+
+class Mixture:
+    """A weighted mixture of datasets with the same fields; see :func:`mix`."""
+
+    def __init__(
+        self,
+        components: Mapping[str, ComponentArg],
+        *,
+        seed: int = 0,
+        schedule: ScheduleArg = None,
+        epoch_samples: Optional[int] = None,
+        shuffle: bool = True,
+    ) -> None:
+        if not isinstance(components, Mapping) or not components:
+            raise ArgumentError("tessera.mix needs a non-empty dict {name: (path, weight)}")
+        names: List[str] = []
+        opened: List[Tuple[str, _tessera.Dataset]] = []
+        where: List[Tuple[str, Optional[str]]] = []
+        weights: List[float] = []
+        for name, spec in components.items():
+            if not isinstance(name, str):
+                raise ArgumentError(f"mixture component names must be strings, got {name!r}")
+            if not isinstance(spec, tuple) or len(spec) not in (2, 3):
+                raise ArgumentError(
+                    f"mixture component {name!r}: expected (path, weight) or (path, split, weight), got {spec!r}"
+                )
+            split = spec[1] if len(spec) == 3 else None
+            if split is not None and not isinstance(split, str):
+                raise ArgumentError(f"mixture component {name!r}: the split must be a name, got {split!r}")
+            ds, loc = _open(spec[0], split, name)
+            names.append(name)
+            opened.append((name, ds))
+            where.append(loc)
+            weights.append(_weight(spec[-1], name, 0))
+        steps: List[Tuple[int, List[float]]] = [(0, weights)]
+        if isinstance(schedule, Mapping):
+            schedule = sorted(schedule.items())
+        for item in schedule or ():
+            if not isinstance(item, tuple) or len(item) != 2 or not isinstance(item[1], Mapping):
+                raise ArgumentError(f"a schedule step is (first sample, {{name: weight}}), got {item!r}")
+            start, changes = int(item[0]), item[1]
+            if start < 0:
+                raise ArgumentError(f"schedule step at sample {start}: samples count from 0")
+            unknown = sorted(set(changes) - set(names))
+            if unknown:
+                raise ArgumentError(f"schedule step at sample {start} names unknown components {unknown} (known: {names})")
+            # Components a step does not name keep their weight.
+            new = list(steps[-1][1])
+            for i, n in enumerate(names):
+                if n in changes:
+                    new[i] = _weight(changes[n], n, start)
+            if start == 0:
+                steps[0] = (0, new)
+            elif start <= steps[-1][0]:
+                raise ArgumentError(f"schedule steps must be in increasing sample order ({start} after {steps[-1][0]})")
+            else:
+                steps.append((start, new))
+        self._config: Dict[str, Any] = {
+            "where": where,
+            "names": names,
+            "steps": steps,
+            "seed": int(seed),
+            "epoch_samples": epoch_samples,
+            "shuffle": bool(shuffle),
+        }
+        self._native = _tessera.mixture(opened, steps, int(seed), epoch_samples, bool(shuffle))
+
+    # -- reading ----------------------------------------------------------------
+
+    def loader(
+        self,
+        batch_size: int,
+        rank: int = 0,
+        world_size: int = 1,
+        drop_last: bool = True,
+        threads: int = 2,
+        prefetch: int = 2,
+        *,
+        last_batch: Optional[str] = None,
+        worker: int = 0,
+        num_workers: int = 1,
+    ) -> _tessera.Loader:
+        """An iterable over batches, like ``Dataset.loader`` (the seed and
+        shuffle are the mixture's). Its ``state_dict`` also holds every
+        component's count, so it can be restored with other weights."""
+        return self._native.loader(
+            batch_size,
+            rank,
+            world_size,
+            drop_last,
+            threads,
+            prefetch,
+            last_batch=last_batch,
+            worker=worker,
+            num_workers=num_workers,
+        )
+
+    def __len__(self) -> int:
+        """Samples per mixture epoch."""
+        return len(self._native)
+
+    @property
+    def names(self) -> List[str]:
+        """Component names, in order."""
+        return list(self._native.names)
+
+    @property
+    def fields(self) -> List[_tessera.Field]:
+        return self._native.fields
+
+    @property
+    def stride(self) -> int:
+        return self._native.stride
+
+    @property
+    def seed(self) -> int:
+        return self._native.seed
+
+    @property
+    def shuffle(self) -> bool:
+        return self._native.shuffle
+
+    @property
+    def schedule(self) -> List[Tuple[int, Dict[str, float]]]:
+        """``[(first sample, {name: weight}), ...]`` as given (weights not normalized)."""
+        return [(s, dict(zip(self._config["names"], w))) for s, w in self._config["steps"]]
+
+    def counts_at(self, sample: int) -> Dict[str, int]:
+        """Samples each component contributed to global samples ``0..sample``."""
+        return dict(zip(self._config["names"], self._native.counts_at(sample)))
+
+    def pick(self, sample: int) -> Tuple[str, int]:
+        """Global sample ``sample``: ``(component name, record index in it)``."""
+        c, i = self._native.pick(sample)
+        return self._config["names"][c], i
+
+    # -- pickling ---------------------------------------------------------------
+
+    def __reduce__(self) -> Tuple[Any, Tuple[Any, ...]]:
+        return (_rebuild, (self._config,))
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{n!r}: {w:g}" for n, w in zip(self._config["names"], self._config["steps"][0][1]))
+        return f"tessera.Mixture({{{parts}}}, seed={self.seed}, epoch_samples={len(self)})"
+
+
+def _weight(value: Any, name: str, at: int) -> float:
+    try:
+        w = float(value)
+    except (TypeError, ValueError):
+        raise ArgumentError(f"weight of mixture component {name!r} at sample {at} must be a number, got {value!r}") from None
+    return w
+
+
+def _rebuild(config: Dict[str, Any]) -> Mixture:
+    comps: Dict[str, Any] = {}
+    for name, (path, split), w in zip(config["names"], config["where"], config["steps"][0][1]):
+        comps[name] = (path, split, w) if split is not None else (path, w)
+    steps = [(s, dict(zip(config["names"], w))) for s, w in config["steps"][1:]]
+    return Mixture(
+        comps,
+        seed=config["seed"],
+        schedule=steps,
+        epoch_samples=config["epoch_samples"],
+        shuffle=config["shuffle"],
+    )
+
+
+def mix(
+    components: Mapping[str, ComponentArg],
+    *,
+    seed: int = 0,
+    schedule: ScheduleArg = None,
+    epoch_samples: Optional[int] = None,
+    shuffle: bool = True,
+) -> Mixture:
+    """A weighted mixture of shard sets (or splits) with the same fields::
+
+        data = tessera.mix({"web": ("sets/web", 0.7), "code": ("sets/code", "train", 0.3)}, seed=1,
+                           schedule=[(1_000_000, {"web": 0.5, "code": 0.5})])
+        for batch in data.loader(4096):
+            ...
+
+    Component ``c``'s ``k``-th sample is position ``k mod n_c`` of its own
+    epoch ``k div n_c`` (sampling without replacement; a component that runs
+    out starts its next, reshuffled epoch on its own). Which component each
+    global sample comes from is a deterministic interleave in proportion to
+    the weights in force (``schedule`` changes the named components' weights
+    from a global sample on). A mixture epoch is ``epoch_samples`` samples
+    (default: the components' total size). Everything is a pure function of
+    ``(seed, schedule, sample)``; see docs/ORDER.md.
+    """
+    return Mixture(components, seed=seed, schedule=schedule, epoch_samples=epoch_samples, shuffle=shuffle)

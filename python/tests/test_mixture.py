@@ -1,0 +1,120 @@
+"""tessera.mix: the Python constructor, its arguments, pickling, and a run
+whose weights change mid-way (by schedule and at a resume), counted per
+component."""
+
+from __future__ import annotations
+
+import os
+import pickle
+from typing import Tuple
+
+import numpy as np
+import pytest
+
+import tessera
+
+
+@pytest.fixture()
+def two_sets(tmp_path: "os.PathLike[str]") -> Tuple[str, str]:
+    web = os.path.join(str(tmp_path), "web")
+    code = os.path.join(str(tmp_path), "code")
+    x = np.arange(600, dtype=np.float32)
+    tessera.write(web, {"id": np.arange(600, dtype=np.int64), "x": x}, {"train": 500, "val": 100})
+    tessera.write(code, {"id": np.arange(10_000, 10_400, dtype=np.int64), "x": x[:400]})
+    return web, code
+
+
+def component_of(ids: np.ndarray) -> np.ndarray:
+    return (ids >= 10_000).astype(np.int64)  # 0 = web, 1 = code
+
+
+def test_mix_reads_components_in_proportion_without_replacement(two_sets: Tuple[str, str]) -> None:
+    web, code = two_sets
+    m = tessera.mix({"web": (web, "train", 0.7), "code": (code, 0.3)}, seed=4)
+    assert m.names == ["web", "code"] and len(m) == 900
+    ids = np.concatenate([b["id"].copy() for b in m.loader(100, drop_last=False)])
+    assert len(ids) == 900
+    counts = np.bincount(component_of(ids), minlength=2)
+    assert abs(counts[0] - 630) <= 2 and abs(counts[1] - 270) <= 2
+    assert m.counts_at(900) == {"web": int(counts[0]), "code": int(counts[1])}
+    # 630 web samples from 500 records: one whole epoch, then 130 more.
+    w = ids[ids < 10_000]
+    assert sorted(w[:500].tolist()) == list(range(500))
+    assert len(set(w[500:].tolist())) == len(w) - 500
+    # pick() names the same records the loader read.
+    name, i = m.pick(17)
+    assert (name == "web" and ids[17] == i) or (name == "code" and ids[17] == 10_000 + i)
+
+
+def test_a_mixture_pickles_from_its_configuration(two_sets: Tuple[str, str]) -> None:
+    web, code = two_sets
+    m = tessera.mix({"web": (tessera.open(web).split("val"), 1.0), "code": (code, 2.0)}, seed=7,
+                    schedule=[(150, {"web": 0.0})])
+    copy = pickle.loads(pickle.dumps(m))
+    as_dict = tessera.mix({"web": (tessera.open(web).split("val"), 1.0), "code": (code, 2.0)}, seed=7,
+                          schedule={150: {"web": 0.0}})
+    assert as_dict.schedule == m.schedule
+    assert copy.schedule == m.schedule == [(0, {"web": 1.0, "code": 2.0}), (150, {"web": 0.0, "code": 2.0})]
+    a = np.concatenate([b["id"].copy() for b in m.loader(50)])
+    b = np.concatenate([b["id"].copy() for b in copy.loader(50)])
+    assert np.array_equal(a, b)
+    assert (component_of(a[150:]) == 1).all()
+
+
+def test_weights_changed_mid_run_are_counted_per_component(two_sets: Tuple[str, str]) -> None:
+    web, code = two_sets
+    spec = {"web": (web, 0.5), "code": (code, 0.5)}
+    m = tessera.mix(spec, seed=1, schedule=[(2_000, {"web": 0.9, "code": 0.1})], epoch_samples=1_000)
+    loader = m.loader(100)
+    ids = []
+    for epoch in range(3):
+        loader.set_epoch(epoch)
+        if epoch == 2:
+            # Save halfway through epoch 2, resume with new weights.
+            it = iter(loader)
+            for _ in range(5):
+                ids.append(next(it)["id"].copy())
+            state = loader.state_dict()
+            del it
+            break
+        ids.extend(b["id"].copy() for b in loader)
+    first = np.concatenate(ids)
+    c = np.bincount(component_of(first), minlength=2)
+    # 2000 samples at 0.5/0.5, then 500 at 0.9/0.1.
+    assert abs(c[0] - (1000 + 450)) <= 3 and abs(c[1] - (1000 + 50)) <= 3
+    assert state["counts"] == {"web": int(c[0]), "code": int(c[1])}
+    # Resume with code dominant from here on.
+    resumed = tessera.mix(spec, seed=1, schedule=[(2_000, {"web": 0.2, "code": 0.8})], epoch_samples=1_000)
+    loader = resumed.loader(100)
+    loader.load_state_dict(state)
+    loader.set_epoch(2)
+    rest = np.concatenate([b["id"].copy() for b in loader])
+    assert len(rest) == 500
+    r = np.bincount(component_of(rest), minlength=2)
+    assert abs(r[0] - 100) <= 2 and abs(r[1] - 400) <= 2
+    # No component record repeated inside one of its epochs, across the resume.
+    both = np.concatenate([first, rest])
+    for lo, n in [(0, 600), (10_000, 400)]:
+        mine = both[(both >= lo) & (both < lo + n)]
+        for e in range(0, len(mine), n):
+            assert len(set(mine[e:e + n].tolist())) == len(mine[e:e + n])
+
+
+def test_bad_mixtures_name_the_problem(two_sets: Tuple[str, str], tmp_path: "os.PathLike[str]") -> None:
+    web, code = two_sets
+    with pytest.raises(tessera.ArgumentError, match="non-empty dict"):
+        tessera.mix({})
+    with pytest.raises(tessera.ArgumentError, match="'web'"):
+        tessera.mix({"web": (web,)})  # type: ignore[dict-item]
+    with pytest.raises(tessera.ArgumentError, match="unknown components"):
+        tessera.mix({"web": (web, 1.0)}, schedule=[(10, {"wbe": 1.0})])
+    with pytest.raises(tessera.ArgumentError, match="all zero"):
+        tessera.mix({"web": (web, 0.0), "code": (code, 0.0)})
+    with pytest.raises(tessera.ArgumentError, match="finite"):
+        tessera.mix({"web": (web, -1.0), "code": (code, 1.0)})
+    other = os.path.join(str(tmp_path), "other")
+    tessera.write(other, {"y": np.zeros(3, dtype=np.int32)})
+    with pytest.raises(tessera.ArgumentError, match="'other'|\"other\""):
+        tessera.mix({"web": (web, 1.0), "other": (other, 1.0)})
+    with pytest.raises(tessera.NotFoundError):
+        tessera.mix({"web": (os.path.join(str(tmp_path), "nope"), 1.0)})

@@ -1,0 +1,483 @@
+//! Mixtures: several shard sets (or splits) read as one stream, each
+//! component taking a share of the samples set by weights that may change at
+//! given global samples (a schedule).
+//!
+//! Everything is a pure function of the seed, the schedule and the global
+//! sample number `g` (counted from the start of training over all ranks):
+//!
+//! - *Which component* sample `g` comes from is a deterministic weighted
+//!   interleave: a binary tree over the components, each node sending its
+//!   `x`-th sample left when `floor((x + 1) wl + u) / T > floor(x wl + u) / T`
+//!   (`wl` the left subtree's weight, `T` the node's, `u` a seeded offset).
+//!   After `x` samples a node has sent exactly `floor((x wl + u) / T)` left,
+//!   so any prefix of the stream holds each component in proportion to its
+//!   weight to within one sample per tree level, and the count of every
+//!   component at any `g` is a closed formula (no scan).
+//! - *Which record*: a component's `k`-th sample is position `k mod n` of
+//!   its own epoch `k div n` (`n` its size), in that epoch's seeded order:
+//!   sampling without replacement inside a component, and a component that
+//!   runs out starts its next epoch (reshuffled) on its own.
+//! - The mixture's own epoch `e` is the samples `e L .. (e + 1) L`, `L` being
+//!   `epoch_samples` (by default the components' total size), so a loader
+//!   cuts it into batches, ranks and workers like one set.
+//!
+//! Resuming with other weights is exact because the saved state carries
+//! every component's count at `g` ([`Mixture::counts_at`]), and
+//! [`Mixture::anchored`] continues from those counts with the new schedule:
+//! no component sample is lost or repeated whatever the weights were before.
+
+mod interleave;
+
+use crate::dataset::{Dataset, gather_with};
+use crate::error::{Error, Result};
+use crate::layout::RecordLayout;
+use crate::order::{EpochOrder, SplitMix, mix};
+use interleave::{Child, Segment, build_tree};
+use std::sync::Arc;
+
+/// One component of a mixture.
+#[derive(Clone, Debug)]
+pub struct MixComponent {
+    /// Name, unique in the mixture (it also keys the component's seed).
+    pub name: String,
+    /// The records.
+    pub dataset: Dataset,
+}
+
+/// A step of a weight schedule: from global sample `start` on, component
+/// `c` gets a share `weights[c] / sum(weights)` of the samples.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WeightStep {
+    /// First global sample the weights apply to.
+    pub start: u64,
+    /// One weight per component, in component order: finite, >= 0, and not
+    /// all zero. A component with weight 0 gets no sample in this step.
+    pub weights: Vec<f64>,
+}
+
+/// Several shard sets read as one weighted stream (see the module docs).
+#[derive(Clone, Debug)]
+pub struct Mixture {
+    components: Vec<MixComponent>,
+    /// Per-component seed.
+    seeds: Vec<u64>,
+    seed: u64,
+    shuffle: bool,
+    epoch_samples: u64,
+    /// The schedule the segments were built from.
+    schedule: Vec<WeightStep>,
+    segments: Vec<Segment>,
+    layout: Arc<RecordLayout>,
+}
+
+/// Weights are turned into integers with this total, so the interleave is
+/// exact integer arithmetic on every platform.
+const WEIGHT_SCALE: f64 = (1u64 << 40) as f64;
+
+impl Mixture {
+    /// A mixture of `components` with constant `weights` (one per component).
+    pub fn new(components: Vec<MixComponent>, weights: Vec<f64>, seed: u64) -> Result<Self> {
+        Self::scheduled(
+            components,
+            vec![WeightStep { start: 0, weights }],
+            seed,
+            None,
+            true,
+        )
+    }
+
+    /// A mixture whose weights follow `schedule` (steps in increasing
+    /// `start`, the first at 0). `epoch_samples` is the length of one
+    /// mixture epoch (default: the components' total size); `shuffle`
+    /// false reads every component in storage order.
+    pub fn scheduled(
+        components: Vec<MixComponent>,
+        schedule: Vec<WeightStep>,
+        seed: u64,
+        epoch_samples: Option<u64>,
+        shuffle: bool,
+    ) -> Result<Self> {
+        let bad = |m: String| Error::InvalidArgument(format!("mixture: {m}"));
+        let first = components
+            .first()
+            .ok_or_else(|| bad("needs at least one component".into()))?;
+        let layout = first.dataset.layout().clone();
+        for (i, c) in components.iter().enumerate() {
+            if c.name.is_empty() {
+                return Err(bad(format!("component {i} has an empty name")));
+            }
+            if components[..i].iter().any(|d| d.name == c.name) {
+                return Err(bad(format!("component {:?} is listed twice", c.name)));
+            }
+            if c.dataset.layout() != &layout {
+                return Err(bad(format!(
+                    "component {:?} ({}) has another record layout than {:?} ({}); \
+                     a mixture's components must have the same fields",
+                    c.name,
+                    c.dataset.dir().display(),
+                    first.name,
+                    first.dataset.dir().display()
+                )));
+            }
+        }
+        let total: u64 = components.iter().map(|c| c.dataset.len()).sum();
+        let epoch_samples = epoch_samples.unwrap_or(total);
+        let seeds = components
+            .iter()
+            .map(|c| component_seed(seed, &c.name))
+            .collect();
+        let mut mixture = Mixture {
+            components,
+            seeds,
+            seed,
+            shuffle,
+            epoch_samples,
+            schedule: Vec::new(),
+            segments: Vec::new(),
+            layout: Arc::new(layout),
+        };
+        let base = vec![0; mixture.components.len()];
+        mixture.segments = mixture.build_segments(&schedule, 0, base)?;
+        mixture.schedule = schedule;
+        Ok(mixture)
+    }
+
+    /// This mixture continued from global sample `at`, where the components'
+    /// counts were `counts` (from [`Mixture::counts_at`] of the run being
+    /// resumed), with `schedule`'s weights from `at` on (steps before `at`
+    /// only matter through the weights in force at `at`). Samples from `at`
+    /// on draw each component's records after the `counts` already taken,
+    /// so resuming with other weights loses and repeats nothing.
+    pub fn anchored(&self, at: u64, counts: &[u64], schedule: &[WeightStep]) -> Result<Self> {
+        if counts.len() != self.components.len() {
+            return Err(Error::InvalidArgument(format!(
+                "mixture: {} counts for {} components",
+                counts.len(),
+                self.components.len()
+            )));
+        }
+        let taken: u128 = counts.iter().map(|&c| u128::from(c)).sum();
+        if taken != u128::from(at) {
+            return Err(Error::InvalidArgument(format!(
+                "mixture: component counts add up to {taken}, not to the position {at}"
+            )));
+        }
+        // The same schedule and the counts it gives: nothing to re-anchor,
+        // and keeping the segments keeps the interleave identical to the
+        // uninterrupted run.
+        if schedule == self.schedule.as_slice()
+            && at >= self.first_sample()
+            && self.counts_at(at) == counts
+        {
+            return Ok(self.clone());
+        }
+        let mut m = self.clone();
+        m.segments = m.build_segments(schedule, at, counts.to_vec())?;
+        m.schedule = schedule.to_vec();
+        Ok(m)
+    }
+
+    /// The weight schedule that a mixture anchored at `at` uses: the step in
+    /// force at `at`, starting there, then the later steps.
+    fn build_segments(
+        &self,
+        schedule: &[WeightStep],
+        at: u64,
+        mut base: Vec<u64>,
+    ) -> Result<Vec<Segment>> {
+        let bad = |m: String| Error::InvalidArgument(format!("mixture: {m}"));
+        if schedule.first().is_none_or(|s| s.start != 0) {
+            return Err(bad("the weight schedule must start at sample 0".into()));
+        }
+        for w in schedule.windows(2) {
+            if w[1].start <= w[0].start {
+                return Err(bad(format!(
+                    "weight steps must start at increasing samples ({} after {})",
+                    w[1].start, w[0].start
+                )));
+            }
+        }
+        let mut segments = Vec::new();
+        for (i, step) in schedule.iter().enumerate() {
+            let end = schedule.get(i + 1).map_or(u64::MAX, |s| s.start);
+            if end <= at {
+                continue;
+            }
+            let start = step.start.max(at);
+            let ints = self.integer_weights(step)?;
+            let mut nodes = Vec::new();
+            let mut rng = SplitMix(self.seed ^ mix(0x6d69_7874_7572_6573 ^ start));
+            build_tree(&ints, 0, ints.len(), &mut nodes, &mut rng);
+            let seg = Segment {
+                start,
+                end,
+                nodes,
+                base: base.clone(),
+            };
+            if end != u64::MAX {
+                let add = seg.local_counts(end - start, self.components.len());
+                for (b, a) in base.iter_mut().zip(add) {
+                    *b += a;
+                }
+            }
+            segments.push(seg);
+        }
+        Ok(segments)
+    }
+
+    fn integer_weights(&self, step: &WeightStep) -> Result<Vec<u64>> {
+        let bad = |m: String| Error::InvalidArgument(format!("mixture: {m}"));
+        if step.weights.len() != self.components.len() {
+            return Err(bad(format!(
+                "the step at sample {} has {} weights for {} components",
+                step.start,
+                step.weights.len(),
+                self.components.len()
+            )));
+        }
+        for (c, &w) in self.components.iter().zip(&step.weights) {
+            if !w.is_finite() || w < 0.0 {
+                return Err(bad(format!(
+                    "weight of {:?} at sample {} is {w}; weights must be finite and >= 0",
+                    c.name, step.start
+                )));
+            }
+            if w > 0.0 && c.dataset.is_empty() {
+                return Err(bad(format!(
+                    "component {:?} has no records but weight {w} at sample {}",
+                    c.name, step.start
+                )));
+            }
+        }
+        let sum: f64 = step.weights.iter().sum();
+        if sum <= 0.0 {
+            return Err(bad(format!(
+                "the weights at sample {} are all zero",
+                step.start
+            )));
+        }
+        Ok(step
+            .weights
+            .iter()
+            .map(|&w| {
+                let i = (w / sum * WEIGHT_SCALE).round() as u64;
+                // A positive weight never rounds to nothing.
+                if w > 0.0 { i.max(1) } else { 0 }
+            })
+            .collect())
+    }
+
+    /// The components, in order.
+    pub fn components(&self) -> &[MixComponent] {
+        &self.components
+    }
+
+    /// The mixture's seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// Whether components are read in their seeded shuffled order.
+    pub fn shuffle(&self) -> bool {
+        self.shuffle
+    }
+
+    /// Samples in one mixture epoch.
+    pub fn epoch_samples(&self) -> u64 {
+        self.epoch_samples
+    }
+
+    /// The common record layout.
+    pub fn layout(&self) -> &RecordLayout {
+        &self.layout
+    }
+
+    /// Bytes per record.
+    pub fn stride(&self) -> usize {
+        self.layout.stride as usize
+    }
+
+    /// The first global sample this mixture defines (0, or the anchor).
+    pub fn first_sample(&self) -> u64 {
+        self.segments.first().map_or(0, |s| s.start)
+    }
+
+    fn segment(&self, g: u64) -> &Segment {
+        let i = self.segments.partition_point(|s| s.end <= g);
+        &self.segments[i.min(self.segments.len() - 1)]
+    }
+
+    /// How many samples each component has contributed to global samples
+    /// `0..g` (`g` at or after [`Mixture::first_sample`]).
+    pub fn counts_at(&self, g: u64) -> Vec<u64> {
+        let seg = self.segment(g);
+        let local = seg.local_counts(g.saturating_sub(seg.start), self.components.len());
+        seg.base.iter().zip(local).map(|(b, l)| b + l).collect()
+    }
+
+    /// Global sample `g`: its component and the record index in it.
+    pub fn pick(&self, g: u64) -> (usize, u64) {
+        let mut cache = OrderCache::default();
+        let mut out = (0, 0);
+        self.for_each_pick(g..g + 1, &mut cache, |_, c, i| out = (c, i));
+        out
+    }
+
+    /// Calls `sink(j, component, record)` for global sample `range.start + j`,
+    /// for every sample of `range` (in no particular order of `j`).
+    fn for_each_pick(
+        &self,
+        range: std::ops::Range<u64>,
+        cache: &mut OrderCache,
+        mut sink: impl FnMut(usize, usize, u64),
+    ) {
+        let mut g = range.start;
+        while g < range.end {
+            let seg = self.segment(g);
+            let stop = range.end.min(seg.end);
+            // Each node's state at the first sample: how many it has seen
+            // (x) and the running remainder of x * wl + u modulo total.
+            let x0 = g - seg.start;
+            let mut state = vec![(0u64, 0u64); seg.nodes.len()];
+            let mut counts = seg.base.clone();
+            if !seg.nodes.is_empty() {
+                seg.init(0, x0, &mut state, &mut counts);
+            } else {
+                counts[0] += x0;
+            }
+            // Route the run's samples down the tree level by level (each
+            // node's decisions are a branch-free running remainder), so each
+            // leaf gets its component's samples in order; then take each
+            // component's records for its run of consecutive samples in one
+            // call (vectorized orders).
+            let offset = (g - range.start) as usize;
+            let m = (stop - g) as usize;
+            cache.slots.clear();
+            cache.slots.extend(0..m as u32);
+            cache.leaves.resize_with(counts.len(), Vec::new);
+            for l in cache.leaves.iter_mut() {
+                l.clear();
+            }
+            let root = if seg.nodes.is_empty() {
+                Child::Leaf(0)
+            } else {
+                Child::Node(0)
+            };
+            seg.route(
+                root,
+                &cache.slots,
+                &mut state,
+                &mut cache.leaves,
+                &mut cache.halves,
+            );
+            for (c, leaf) in cache.leaves.iter().enumerate() {
+                if leaf.is_empty() {
+                    continue;
+                }
+                let run = &mut cache.run;
+                run.clear();
+                let k0 = counts[c];
+                self.records_of(c, k0..k0 + leaf.len() as u64, run, &mut cache.orders);
+                counts[c] += leaf.len() as u64;
+                for (&slot, &rec) in leaf.iter().zip(run.iter()) {
+                    sink(offset + slot as usize, c, rec);
+                }
+            }
+            g = stop;
+        }
+    }
+
+    /// Appends the records of component `c` at its samples `ks` (which may
+    /// span several of its epochs).
+    fn records_of(
+        &self,
+        c: usize,
+        ks: std::ops::Range<u64>,
+        out: &mut Vec<u64>,
+        orders: &mut OrderSlots,
+    ) {
+        let ds = &self.components[c].dataset;
+        let n = ds.len();
+        let mut k = ks.start;
+        while k < ks.end {
+            let (epoch, pos) = (k / n, k % n);
+            let take = (ks.end - k).min(n - pos);
+            if self.shuffle {
+                orders
+                    .get(c, epoch, || {
+                        EpochOrder::shuffled_as(ds.order_version(), n, self.seeds[c], epoch)
+                    })
+                    .extend_records(pos..pos + take, out);
+            } else {
+                out.extend(pos..pos + take);
+            }
+            k += take;
+        }
+    }
+
+    /// Copies global samples `range` into consecutive slots of `out`.
+    pub(crate) fn fill(
+        &self,
+        range: std::ops::Range<u64>,
+        out: &mut [u8],
+        scratch: &mut MixScratch,
+    ) {
+        // Locate every record first (address arithmetic only), so the
+        // gather loop is as short as a single set's.
+        let mut records: Vec<&[u8]> = vec![&[]; (range.end - range.start) as usize];
+        self.for_each_pick(range, &mut scratch.orders, |j, c, i| {
+            records[j] = self.components[c].dataset.record_in_range(i);
+        });
+        gather_with(out, self.stride(), |j| records[j]);
+    }
+}
+
+/// Per-thread buffers of a mixture loader.
+#[derive(Default)]
+pub(crate) struct MixScratch {
+    orders: OrderCache,
+}
+
+/// Per-thread state of building mixture batches.
+#[derive(Default)]
+struct OrderCache {
+    orders: OrderSlots,
+    /// The samples of the run being routed, numbered from 0.
+    slots: Vec<u32>,
+    /// Per tree node, the buffers its left and right shares are split into.
+    halves: Vec<(Vec<u32>, Vec<u32>)>,
+    /// Each component's slots in the run being built.
+    leaves: Vec<Vec<u32>>,
+    /// One component's records for its slots.
+    run: Vec<u64>,
+}
+
+/// The epoch orders in use, per component (building one can cost a table).
+#[derive(Default)]
+struct OrderSlots {
+    slots: Vec<Option<(u64, EpochOrder)>>,
+}
+
+impl OrderSlots {
+    #[inline]
+    fn get(&mut self, c: usize, epoch: u64, make: impl FnOnce() -> EpochOrder) -> &EpochOrder {
+        if self.slots.len() <= c {
+            self.slots.resize(c + 1, None);
+        }
+        let slot = &mut self.slots[c];
+        if slot.as_ref().is_some_and(|(e, _)| *e != epoch) {
+            *slot = None;
+        }
+        &slot.get_or_insert_with(|| (epoch, make())).1
+    }
+}
+
+/// A component's seed: the mixture's seed and the component's name, so
+/// reordering the components changes no component's order.
+fn component_seed(seed: u64, name: &str) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for b in name.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    mix(seed ^ mix(h))
+}
