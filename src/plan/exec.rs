@@ -87,6 +87,11 @@ pub fn session(opts: &SessionOptions) -> Result<SessionContext, PlanError> {
         .with_disk_manager_builder(disk)
         .build_arc()
         .map_err(query_err("starting the query engine"))?;
+    let local = datafusion::datasource::object_store::ObjectStoreUrl::local_filesystem();
+    runtime.register_object_store(
+        local.as_ref(),
+        Arc::new(super::store::InlineLocalStore::default()),
+    );
     let mut rules = PhysicalOptimizer::new().rules;
     if let Some(source) = &opts.chunked {
         let at = rules

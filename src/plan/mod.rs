@@ -27,6 +27,7 @@ pub mod sources;
 mod split;
 mod sql;
 mod stats;
+mod store;
 mod values;
 
 pub use chunking::{Chunk, Decision};
