@@ -4,7 +4,7 @@
 
 use crate::cache::Cache;
 use crate::fingerprint::{self, SourceFiles};
-use crate::plan::{Chunk, Decision, PlanOptions, Planner, ScanMetrics, StatsPartial};
+use crate::plan::{Chunk, Decision, OutputBudget, PlanOptions, Planner, ScanMetrics, StatsPartial};
 use crate::progress::{Progress, ProgressMode};
 use crate::spec::Spec;
 use crate::transform::{FrozenStats, SEMANTICS_VERSION};
@@ -45,6 +45,9 @@ pub struct BuildOptions {
     pub progress: ProgressMode,
     /// Publish even when a split, or the whole set, holds no rows.
     pub allow_empty: bool,
+    /// Bytes of records a build may write (default: half of the free space
+    /// where the cache lives).
+    pub max_output: Option<u64>,
 }
 
 /// What a build did, as printed by `tessera build --json`.
@@ -144,6 +147,25 @@ fn split_names(spec: &Spec) -> Vec<String> {
         Some(s) => s.weights.iter().map(|(n, _)| n.clone()).collect(),
         None => vec!["all".into()],
     }
+}
+
+/// Bytes available to unprivileged writers on the file system of `path`
+/// (`u64::MAX` when it cannot be told).
+pub fn free_bytes(path: &Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return u64::MAX;
+    };
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c` is a valid NUL-terminated path and `st` points to writable
+    // memory of the right size; statvfs initializes it when it returns 0.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) };
+    if rc != 0 {
+        return u64::MAX;
+    }
+    // SAFETY: statvfs returned 0, so it initialized `st`.
+    let st = unsafe { st.assume_init() };
+    (st.f_bavail as u64).saturating_mul(st.f_frsize as u64)
 }
 
 /// The default memory limit: half of the machine's memory (4 GiB when it
@@ -257,6 +279,19 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
                 threads,
                 memory_limit: opts.memory_limit.unwrap_or_else(default_memory_limit),
                 allow_empty: opts.allow_empty,
+                budget: match opts.max_output {
+                    Some(limit) => OutputBudget::new(limit, "--max-output"),
+                    None => {
+                        let free = free_bytes(staging.path());
+                        OutputBudget::new(
+                            free / 2,
+                            format!(
+                                "half of the {} free where the cache lives",
+                                crate::cache::format_bytes(free)
+                            ),
+                        )
+                    }
+                },
             };
             let (manifest, b) = job
                 .run(staging.path(), canonical.clone(), &mut stage_seconds)
@@ -325,6 +360,7 @@ struct Job<'a> {
     threads: usize,
     memory_limit: u64,
     allow_empty: bool,
+    budget: OutputBudget,
 }
 
 impl Job<'_> {
@@ -371,7 +407,12 @@ impl Job<'_> {
                 .saturating_sub(tessera_reader::HEADER_LEN as u64)
                 / layout.stride.max(1))
             .max(1);
-            scan = planner.materialize(&work, per_chunk, &|rows| stage.advance(rows, 0))?;
+            scan = planner.materialize(
+                &work,
+                per_chunk,
+                Some((&self.budget, layout.stride)),
+                &|rows| stage.advance(rows, 0),
+            )?;
             stage.chunk_done();
             stage.finish();
             seconds.insert("query".to_string(), t.elapsed().as_secs_f64());
@@ -428,6 +469,7 @@ impl Job<'_> {
                         &frozen,
                         &encode_dir,
                         spec.shards.target_bytes,
+                        Some(&self.budget),
                         &|rows, bytes| stage.advance(rows, bytes),
                     );
                     stage.chunk_done();

@@ -50,6 +50,10 @@ enum Command {
         /// Publish even if a split, or the whole artifact, holds no rows.
         #[arg(long)]
         allow_empty: bool,
+        /// Stop when the records would take more than SIZE, e.g. 50GiB
+        /// (default: half of the free space where the cache lives).
+        #[arg(long, value_parser = parse_size_arg, value_name = "SIZE")]
+        max_output: Option<u64>,
     },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
@@ -210,8 +214,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             memory_limit,
             output,
             allow_empty,
+            max_output,
         } => {
             let opts = BuildOptions {
+                max_output,
                 cache_dir,
                 threads,
                 memory_limit,

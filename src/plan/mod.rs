@@ -31,7 +31,7 @@ mod store;
 mod values;
 
 pub use chunking::{Chunk, Decision};
-pub use encode::EncodeOutput;
+pub use encode::{EncodeOutput, OutputBudget};
 pub use stats::StatsPartial;
 
 use crate::spec::{Source, SourceFormat, Spec, Transform};
@@ -390,6 +390,7 @@ impl Planner {
         &mut self,
         dir: &Path,
         rows_per_chunk: u64,
+        budget: Option<(&OutputBudget, u64)>,
         progress: &(dyn Fn(u64) + Sync),
     ) -> Result<ScanMetrics, PlanError> {
         let threads = if self.serial_reason.is_some() {
@@ -458,6 +459,13 @@ impl Planner {
                 })?;
                 let last = cumulative.last().copied().unwrap_or(0);
                 cumulative.push(last + batch.num_rows() as u64);
+                // Stop an exploding query early: its records would not fit.
+                if let Some((budget, stride)) = budget {
+                    let bytes = (last + batch.num_rows() as u64) * stride;
+                    if bytes > budget.limit {
+                        return Err(budget.exceeded(bytes));
+                    }
+                }
                 progress(batch.num_rows() as u64);
             }
             writer.finish().map_err(|e| PlanError::Query {
@@ -696,10 +704,12 @@ impl Planner {
         frozen: &[Option<Vec<crate::transform::FrozenStats>>],
         dir: &Path,
         target_bytes: u64,
+        budget: Option<&OutputBudget>,
         progress: &(dyn Fn(u64, u64) + Sync),
     ) -> Result<(EncodeOutput, ScanMetrics), PlanError> {
         let mut enc =
-            encode::Encoder::new(&self.spec, layout, frozen, dir, chunk.index, target_bytes);
+            encode::Encoder::new(&self.spec, layout, frozen, dir, chunk.index, target_bytes)
+                .with_budget(budget);
         let what = self.describe(chunk);
         let metrics = self
             .run(chunk, sql::Columns::All, |batch| {
