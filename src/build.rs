@@ -165,7 +165,9 @@ pub fn free_bytes(path: &Path) -> u64 {
     }
     // SAFETY: statvfs returned 0, so it initialized `st`.
     let st = unsafe { st.assume_init() };
-    (st.f_bavail as u64).saturating_mul(st.f_frsize as u64)
+    #[allow(clippy::unnecessary_cast)] // the field types differ across platforms
+    let (avail, frsize) = (st.f_bavail as u64, st.f_frsize as u64);
+    avail.saturating_mul(frsize)
 }
 
 /// The default memory limit: half of the machine's memory (4 GiB when it

@@ -697,6 +697,7 @@ impl Planner {
 
     /// The encode pass over one chunk: records written into shards in `dir`
     /// with the frozen statistics applied.
+    #[allow(clippy::too_many_arguments)]
     pub fn encode_task(
         &self,
         chunk: &Chunk,
