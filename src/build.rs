@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 use tessera_reader::{
-    EpochOrder, FORMAT_VERSION, FieldSpec, Manifest, RecordLayout, ShardInfo, ShardWriter,
-    SplitInfo,
+    EpochOrder, FORMAT_VERSION, FieldSpec, FileInfo, Manifest, RecordLayout, ShardInfo,
+    ShardWriter, SplitInfo,
 };
 
 /// Rows per DataFusion batch inside a task; with the shard buffers this bounds
@@ -170,9 +170,25 @@ pub fn free_bytes(path: &Path) -> u64 {
     avail.saturating_mul(frsize)
 }
 
-/// The default memory limit: half of the machine's memory (4 GiB when it
-/// cannot be read).
+/// The default memory limit: half of the machine's memory, or of the
+/// process's address-space limit (`ulimit -v`) when that is smaller (4 GiB
+/// when neither can be read).
 pub fn default_memory_limit() -> u64 {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `rl` is a valid, writable rlimit; getrlimit fills it on success.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut rl) };
+    let address_space = (rc == 0 && rl.rlim_cur != libc::RLIM_INFINITY).then_some(rl.rlim_cur);
+    let machine = machine_memory_limit();
+    match address_space {
+        Some(a) => machine.min(a / 2),
+        None => machine,
+    }
+}
+
+fn machine_memory_limit() -> u64 {
     let total = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|t| {
@@ -439,11 +455,11 @@ impl Job<'_> {
                     .collect::<Result<_, _>>()
             })?;
             stage.finish();
-            let mut merged = StatsPartial::new(spec);
+            let mut merged = planner.stats_partial();
             for (p, _) in partials {
-                merged.merge(p);
+                merged.merge(spec, p)?;
             }
-            merged.freeze(spec)?
+            merged.freeze(spec, planner.max_vocab())?
         } else {
             vec![None; spec.fields.len()]
         };
@@ -541,7 +557,9 @@ impl Job<'_> {
         manifest.created_by = format!("tessera {}", env!("CARGO_PKG_VERSION"));
         manifest.spec = canonical;
         manifest.inputs = fingerprint::manifest_inputs(self.files);
-        manifest.stats = stats_json(spec, &frozen);
+        let (stats, files) = stats_json(spec, &frozen, staging)?;
+        manifest.stats = stats;
+        manifest.files = files;
         manifest.build = serde_json::json!({
             "semantics_version": SEMANTICS_VERSION,
             "plan": decision.kind(),
@@ -688,16 +706,65 @@ fn indent(text: &str) -> String {
     text.lines().map(|l| format!("  {l}\n")).collect()
 }
 
-/// The manifest's `stats` object: per field with statistics, one entry per
-/// stacked column (or a single entry).
-fn stats_json(spec: &Spec, frozen: &[Option<Vec<FrozenStats>>]) -> serde_json::Value {
+/// Vocabularies longer than this go to a file of their own beside the
+/// shards, so the manifest stays small.
+pub const VOCAB_INLINE: usize = 4096;
+
+/// The manifest's `stats` object (per field with statistics, one entry per
+/// stacked column, or a single entry), and the vocabulary files it refers to,
+/// written into `dir`: `vocab-FIELD-SLOT.jsonl`, one `[value, count]` JSON
+/// array per line in id order (docs/FORMAT.md, section 3.7).
+fn stats_json(
+    spec: &Spec,
+    frozen: &[Option<Vec<FrozenStats>>],
+    dir: &Path,
+) -> Result<(serde_json::Value, Vec<FileInfo>), BuildError> {
+    use std::io::Write as _;
     let mut map = serde_json::Map::new();
+    let mut files = Vec::new();
     for (f, fr) in spec.fields.iter().zip(frozen) {
-        if let Some(v) = fr {
-            map.insert(f.name.clone(), serde_json::to_value(v).unwrap_or_default());
+        let Some(slots) = fr else { continue };
+        let mut entries = Vec::with_capacity(slots.len());
+        for (j, st) in slots.iter().enumerate() {
+            match st {
+                FrozenStats::Vocab {
+                    values,
+                    counts,
+                    oov,
+                } if values.len() > VOCAB_INLINE => {
+                    let name = format!("vocab-{}-{j}.jsonl", f.name);
+                    let path = dir.join(&name);
+                    let io =
+                        |e: std::io::Error| BuildError::Other(format!("{}: {e}", path.display()));
+                    let mut w = std::io::BufWriter::new(std::fs::File::create(&path).map_err(io)?);
+                    for (v, c) in values.iter().zip(counts) {
+                        serde_json::to_writer(&mut w, &(v, c))
+                            .map_err(|e| BuildError::Other(format!("{}: {e}", path.display())))?;
+                        w.write_all(b"\n").map_err(io)?;
+                    }
+                    w.flush().map_err(io)?;
+                    drop(w);
+                    let bytes = std::fs::metadata(&path).map_err(io)?.len();
+                    let mut hasher = blake3::Hasher::new();
+                    hasher.update_mmap(&path).map_err(io)?;
+                    files.push(FileInfo {
+                        file: name.clone(),
+                        bytes,
+                        blake3: hasher.finalize().to_hex().to_string(),
+                    });
+                    entries.push(serde_json::json!({
+                        "kind": "vocab",
+                        "oov": oov,
+                        "size": values.len(),
+                        "file": name,
+                    }));
+                }
+                other => entries.push(serde_json::to_value(other).unwrap_or_default()),
+            }
         }
+        map.insert(f.name.clone(), serde_json::Value::Array(entries));
     }
-    serde_json::Value::Object(map)
+    Ok((serde_json::Value::Object(map), files))
 }
 
 /// The build-time shuffle: each split's records are permuted with the seeded

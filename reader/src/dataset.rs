@@ -47,6 +47,23 @@ impl Dataset {
         let manifest_path = dir.join(MANIFEST_FILE);
         let bytes = read_manifest(&manifest_path)?;
         let manifest = Manifest::parse(&bytes, &manifest_path)?;
+        for info in &manifest.files {
+            let path = dir.join(&info.file);
+            let actual = match std::fs::metadata(&path) {
+                Ok(m) => m.len(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(Error::MissingShard { path });
+                }
+                Err(e) => return Err(Error::io(&path, e)),
+            };
+            if actual != info.bytes {
+                return Err(Error::Size {
+                    path,
+                    expected: info.bytes,
+                    actual,
+                });
+            }
+        }
         let digest = manifest.layout.digest();
         let stride = manifest.layout.stride;
         let mut maps = Vec::with_capacity(manifest.shards.len());
@@ -146,14 +163,20 @@ impl Dataset {
 
     /// Checks the blake3 of every shard file against the manifest.
     pub fn verify(&self) -> Result<()> {
-        for info in &self.set.manifest.shards {
-            let path = self.set.dir.join(&info.file);
+        let m = &self.set.manifest;
+        let files = m
+            .shards
+            .iter()
+            .map(|s| (&s.file, &s.blake3))
+            .chain(m.files.iter().map(|f| (&f.file, &f.blake3)));
+        for (file, blake3) in files {
+            let path = self.set.dir.join(file);
             let mut f = File::open(&path).map_err(|e| Error::io(&path, e))?;
             let actual = hash_reader(&mut f).map_err(|e| Error::io(&path, e))?;
-            if actual != info.blake3 {
+            if actual != *blake3 {
                 return Err(Error::Checksum {
                     path,
-                    expected: info.blake3.clone(),
+                    expected: blake3.clone(),
                     actual,
                 });
             }

@@ -74,7 +74,9 @@ pub use error::{Error, Result};
 pub use header::{FORMAT_VERSION, HEADER_LEN, MAGIC, ShardHeader};
 pub use layout::{FieldLayout, FieldSpec, MAX_STRIDE, RecordLayout};
 pub use loader::{Batches, Loader, LoaderConfig};
-pub use manifest::{Compression, FORMAT_NAME, MANIFEST_FILE, Manifest, ShardInfo, SplitInfo, hex};
+pub use manifest::{
+    Compression, FORMAT_NAME, FileInfo, MANIFEST_FILE, Manifest, ShardInfo, SplitInfo, hex,
+};
 pub use mixture::{MixComponent, Mixture, WeightStep};
 pub use order::{Cursor, EpochOrder, LastBatch, OrderVersion, Schedule};
 pub use writer::{ShardSetWriter, ShardWriter, sync_dir, write_manifest};

@@ -558,7 +558,7 @@ mod tests {
             first: 0,
         };
         stats.update(&s, &b, &at).expect("stats");
-        let frozen = stats.freeze(&s).expect("freeze");
+        let frozen = stats.freeze(&s, u64::MAX).expect("freeze");
         // ln(1+x) of 0, fill 1, 3: 0, ln 2, ln 4.
         let ys = [0.0f64, 2f64.ln(), 4f64.ln()];
         let mean = ys.iter().sum::<f64>() / 3.0;

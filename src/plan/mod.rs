@@ -29,6 +29,7 @@ mod sql;
 mod stats;
 mod store;
 mod values;
+mod vocab;
 
 pub use chunking::{Chunk, Decision};
 pub use encode::{EncodeOutput, OutputBudget};
@@ -378,6 +379,23 @@ impl Planner {
         chunk.describe(self.tables.get(&chunk.source).map(|t| t.as_ref()))
     }
 
+    /// Empty statistics whose vocabularies may hold a share of the memory
+    /// limit before they spill sorted counts to the work directory.
+    pub fn stats_partial(&self) -> StatsPartial {
+        let spill = self.opts.work_dir.as_ref().map(|dir| vocab::SpillConfig {
+            dir: dir.clone(),
+            budget: (self.opts.memory_limit / 4 / self.opts.threads.max(1) as u64) as usize,
+        });
+        StatsPartial::with_spill(&self.spec, spill)
+    }
+
+    /// Most values a frozen vocabulary may hold: all vocabularies together
+    /// are held in memory by every encode task, at about 100 bytes a value,
+    /// within a quarter of the memory limit.
+    pub fn max_vocab(&self) -> u64 {
+        (self.opts.memory_limit / 4 / 100).max(1)
+    }
+
     /// Whether any field needs a statistics pass.
     pub fn needs_stats(&self) -> bool {
         !StatsPartial::new(&self.spec).is_empty()
@@ -684,7 +702,7 @@ impl Planner {
 
     /// The statistics pass over one chunk.
     pub fn stats_task(&self, chunk: &Chunk) -> Result<(StatsPartial, ScanMetrics), PlanError> {
-        let mut partial = StatsPartial::new(&self.spec);
+        let mut partial = self.stats_partial();
         let what = self.describe(chunk);
         let mut first = 0u64;
         let metrics = self.run(chunk, sql::Columns::Stats, |batch| {

@@ -6,8 +6,9 @@ use super::PlanError;
 use super::chain::{Chain, Path, StatsKind};
 use super::split::{Splits, row_splits};
 use super::values::{Floats, Lists, Strings, ValueError};
+use super::vocab::{SpillConfig, VocabCounter, VocabError};
 use crate::spec::{Spec, Transform};
-use crate::transform::{Counts, FrozenStats, Moments};
+use crate::transform::{FrozenStats, Moments};
 use datafusion::arrow::record_batch::RecordBatch;
 
 /// Mergeable statistics of one task: per field needing them, one slot per
@@ -21,7 +22,7 @@ pub struct StatsPartial {
 #[derive(Clone, Debug)]
 enum Slot {
     Moments(Moments),
-    Counts(Counts),
+    Counts(VocabCounter),
 }
 
 /// Where a batch's rows are, for messages: a description of the task's input
@@ -55,15 +56,21 @@ impl Rows<'_> {
 }
 
 impl StatsPartial {
-    /// Empty statistics for every field that needs them.
+    /// Empty statistics for every field that needs them; vocabularies count
+    /// in memory, spilling to run files as `spill` says.
     pub fn new(spec: &Spec) -> Self {
+        Self::with_spill(spec, None)
+    }
+
+    /// As [`StatsPartial::new`], with vocabularies spilling as `spill` says.
+    pub fn with_spill(spec: &Spec, spill: Option<SpillConfig>) -> Self {
         let slots = Chain::all(spec)
             .into_iter()
             .filter_map(|c| {
                 let kind = c.stats?;
                 let n = c.columns().len();
                 let slot = match kind {
-                    StatsKind::Counts => Slot::Counts(Counts::default()),
+                    StatsKind::Counts => Slot::Counts(VocabCounter::new(spill.clone())),
                     StatsKind::Moments => Slot::Moments(Moments::new()),
                 };
                 Some((c.index, vec![slot; n]))
@@ -105,7 +112,7 @@ impl StatsPartial {
                         let s = Strings::read(&col).map_err(|e| at.error(name, e))?;
                         for r in (0..batch.num_rows()).filter(|&r| keep(r)) {
                             if let Some(v) = s.get(r) {
-                                c.push(v);
+                                c.push(v).map_err(|e| vocab_error(name, e, 0))?;
                             }
                         }
                     }
@@ -153,24 +160,32 @@ impl StatsPartial {
     }
 
     /// Folds a later task's statistics into these.
-    pub fn merge(&mut self, other: StatsPartial) {
-        for ((_, mine), (_, theirs)) in self.slots.iter_mut().zip(other.slots) {
+    pub fn merge(&mut self, spec: &Spec, other: StatsPartial) -> Result<(), PlanError> {
+        for ((i, mine), (_, theirs)) in self.slots.iter_mut().zip(other.slots) {
             for (a, b) in mine.iter_mut().zip(theirs) {
                 match (a, b) {
                     (Slot::Moments(a), Slot::Moments(b)) => a.merge(&b),
-                    (Slot::Counts(a), Slot::Counts(b)) => a.merge(b),
+                    (Slot::Counts(a), Slot::Counts(b)) => a
+                        .merge(b)
+                        .map_err(|e| vocab_error(&spec.fields[*i].name, e, 0))?,
                     _ => {}
                 }
             }
         }
+        Ok(())
     }
 
     /// Freezes the statistics: per field, one entry per slot. Statistics
-    /// that overflowed to infinity are an error naming the field.
-    pub fn freeze(&self, spec: &Spec) -> Result<Vec<Option<Vec<FrozenStats>>>, PlanError> {
+    /// that overflowed to infinity, and a vocabulary of more than
+    /// `max_vocab` values, are errors naming the field.
+    pub fn freeze(
+        self,
+        spec: &Spec,
+        max_vocab: u64,
+    ) -> Result<Vec<Option<Vec<FrozenStats>>>, PlanError> {
         let mut out = vec![None; spec.fields.len()];
-        for (i, slots) in &self.slots {
-            let f = &spec.fields[*i];
+        for (i, slots) in self.slots {
+            let f = &spec.fields[i];
             let kind = f.transforms.iter().find(|t| super::needs_stats(t));
             let mut frozen = Vec::with_capacity(slots.len());
             for s in slots {
@@ -208,7 +223,9 @@ impl StatsPartial {
                             oov,
                         }),
                     ) => {
-                        let v = c.freeze(*min_count, *max_size);
+                        let v = c
+                            .freeze(*min_count, *max_size, max_vocab)
+                            .map_err(|e| vocab_error(&f.name, e, max_vocab))?;
                         FrozenStats::Vocab {
                             counts: v.iter().map(|(_, n)| *n).collect(),
                             values: v.into_iter().map(|(s, _)| s).collect(),
@@ -222,8 +239,32 @@ impl StatsPartial {
                     },
                 });
             }
-            out[*i] = Some(frozen);
+            out[i] = Some(frozen);
         }
         Ok(out)
+    }
+}
+
+/// A vocabulary error, naming the field and what would fix it.
+fn vocab_error(field: &str, e: VocabError, max_vocab: u64) -> PlanError {
+    let message = match e {
+        VocabError::TooLarge { count } => format!(
+            "the vocabulary would hold {} {max_vocab} values, the most that fit within the \
+             memory limit (--memory-limit) while encoding; keep the frequent ones with max_size \
+             (e.g. vocab: {{ max_size: 100000 }}) or min_count, or use hash_bucket for a column \
+             with this many distinct values",
+            if count > max_vocab {
+                "more than"
+            } else {
+                "at least"
+            }
+        ),
+        VocabError::Io(path, e) => format!("spilling value counts to {}: {e}", path.display()),
+    };
+    PlanError::Encode {
+        key: Some(format!("fields.{field}")),
+        row: None,
+        context: "the statistics pass".into(),
+        message,
     }
 }
