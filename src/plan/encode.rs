@@ -1,33 +1,50 @@
 //! Arrow record batches -> fixed-stride records in shard files.
 //!
-//! DataFusion evaluates each field's column or expression; the field's chain
-//! ([`Chain`]) says how the values are read and transformed, and this module
-//! writes them at the field's offset, checked against the stored dtype.
+//! DataFusion evaluates each field's column or expression; the transform
+//! crate's [`RecordEncoder`] (the one encoding, shared with the serving path)
+//! turns them into records, and this module sends each record to its split's
+//! shards.
 
 use super::PlanError;
-use super::chain::{Chain, Path};
-use super::split::{Splits, row_splits};
 use super::stats::Rows;
-use super::values::{Binaries, Floats, Ints, Lists, Strings, ValueError, put_float, put_int};
 use crate::spec::Spec;
-use crate::transform::{self, FrozenStats, NULL_KEY};
+use crate::transform::FrozenStats;
 use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::record_batch::RecordBatch;
-use std::collections::HashMap;
 use std::path::{Path as FsPath, PathBuf};
-use tessera_reader::{DType, RecordLayout, ShardInfo, ShardWriter};
+use tessera_reader::{RecordLayout, ShardInfo, ShardWriter};
+use tessera_transform::record::{EncodeError, RecordEncoder};
+use tessera_transform::split::{Splits, row_splits};
 
 /// The output column `name` of `batch`, feeding field `field`.
 pub fn column(batch: &RecordBatch, name: &str, field: &str) -> Result<ArrayRef, PlanError> {
-    batch
-        .column_by_name(name)
-        .cloned()
-        .ok_or_else(|| PlanError::Encode {
+    tessera_transform::record::column(batch, name, field).map_err(|e| encode_error(e, None))
+}
+
+/// A [`PlanError`] for an encoding error, with the batch's place in the task.
+pub fn encode_error(e: EncodeError, at: Option<&Rows<'_>>) -> PlanError {
+    match e {
+        EncodeError::MissingColumn { field, column } => PlanError::Encode {
             key: Some(format!("fields.{field}")),
             row: None,
             context: "the query output".into(),
-            message: format!("lacks column {name}"),
-        })
+            message: format!("lacks column {column}"),
+        },
+        EncodeError::NotInLayout { field } => PlanError::Encode {
+            key: Some(format!("fields.{field}")),
+            row: None,
+            context: "the record layout".into(),
+            message: "the field is missing from the layout".into(),
+        },
+        EncodeError::Value { field, error } => match at {
+            Some(at) => at.error(&field, error),
+            None => Rows {
+                what: "the query output",
+                first: 0,
+            }
+            .error(&field, error),
+        },
+    }
 }
 
 /// The task's output: its shards in order, with the split each belongs to.
@@ -90,10 +107,8 @@ impl OutputBudget {
 /// Writes one task's records into shards of about `target_bytes`, one
 /// sequence of shards per split.
 pub struct Encoder<'a> {
-    chains: Vec<Chain<'a>>,
+    records: RecordEncoder,
     layout: &'a RecordLayout,
-    frozen: &'a [Option<Vec<FrozenStats>>],
-    vocabs: Vec<Option<Vec<HashMap<String, i64>>>>,
     dir: PathBuf,
     chunk: usize,
     target_rows: u64,
@@ -115,32 +130,14 @@ impl<'a> Encoder<'a> {
         dir: &FsPath,
         chunk: usize,
         target_bytes: u64,
-    ) -> Self {
-        let splits = Splits::new(spec);
-        let vocabs = frozen
-            .iter()
-            .map(|fs| {
-                fs.as_ref().map(|slots| {
-                    slots
-                        .iter()
-                        .map(|s| match s {
-                            FrozenStats::Vocab { values, .. } => values
-                                .iter()
-                                .enumerate()
-                                .map(|(j, v)| (v.clone(), j as i64 + 1))
-                                .collect(),
-                            _ => HashMap::new(),
-                        })
-                        .collect()
-                })
-            })
-            .collect();
+    ) -> Result<Self, PlanError> {
+        let splits = Splits::new(spec.split.as_ref());
+        let records =
+            RecordEncoder::new(&spec.fields, layout, frozen).map_err(|e| encode_error(e, None))?;
         let n = splits.names.len();
-        Encoder {
-            chains: Chain::all(spec),
+        Ok(Encoder {
+            records,
             layout,
-            frozen,
-            vocabs,
             dir: dir.to_path_buf(),
             chunk,
             target_rows: (target_bytes.saturating_sub(tessera_reader::HEADER_LEN as u64)
@@ -156,7 +153,7 @@ impl<'a> Encoder<'a> {
             recs: Vec::new(),
             bytes: 0,
             budget: None,
-        }
+        })
     }
 
     /// Charges every write to `budget`.
@@ -187,9 +184,9 @@ impl<'a> Encoder<'a> {
             .try_reserve_exact(need)
             .map_err(|_| too_big(n, stride))?;
         self.recs.resize(need, 0);
-        for i in 0..self.chains.len() {
-            self.encode_field(batch, i, &at)?;
-        }
+        self.records
+            .encode(batch, &mut self.recs)
+            .map_err(|e| encode_error(e, Some(&at)))?;
         let splits = row_splits(batch, &self.splits).map_err(|e| at.at_key("split.key", e))?;
         // Append runs of consecutive rows that go to the same split.
         let split_of = |r: usize| splits.as_ref().map_or(0, |v| usize::from(v[r]));
@@ -250,236 +247,6 @@ impl<'a> Encoder<'a> {
         self.out.shards.sort_by_key(|(s, _)| *s);
         Ok(self.out)
     }
-
-    fn encode_field(
-        &mut self,
-        batch: &RecordBatch,
-        i: usize,
-        at: &Rows<'_>,
-    ) -> Result<(), PlanError> {
-        let chain = &self.chains[i];
-        let f = chain.field;
-        let fl = self
-            .layout
-            .field(&f.name)
-            .ok_or_else(|| PlanError::Encode {
-                key: Some(format!("fields.{}", f.name)),
-                row: None,
-                context: "the record layout".into(),
-                message: "the field is missing from the layout".into(),
-            })?;
-        let w = Writer {
-            stride: self.layout.stride as usize,
-            off: fl.offset as usize,
-            dtype: fl.dtype,
-            one_hot: chain.one_hot,
-        };
-        let fail = |e: ValueError| at.error(&f.name, e);
-        let n = batch.num_rows();
-        let recs = &mut self.recs;
-        for (j, name) in chain.columns().iter().enumerate() {
-            let col = column(batch, name, &f.name)?;
-            let slot = j * chain.per_value() * w.dtype.size();
-            match chain.path {
-                Path::Bytes(len) => {
-                    let bin = Binaries::read(&col).map_err(fail)?;
-                    for r in 0..n {
-                        let v = bin.get(r).ok_or_else(|| fail(null_error(r)))?;
-                        if v.len() != len {
-                            return Err(fail(ValueError {
-                                row: r,
-                                message: format!(
-                                    "the value has {} bytes; the field holds exactly {len}",
-                                    v.len()
-                                ),
-                            }));
-                        }
-                        let at = r * w.stride + w.off;
-                        recs[at..at + len].copy_from_slice(v);
-                    }
-                }
-                Path::Text { buckets } => {
-                    let s = Strings::read(&col).map_err(fail)?;
-                    let vocab = self
-                        .vocabs
-                        .get(i)
-                        .and_then(|v| v.as_ref())
-                        .and_then(|v| v.get(j));
-                    let oov = match self
-                        .frozen
-                        .get(i)
-                        .and_then(|x| x.as_ref())
-                        .and_then(|x| x.get(j))
-                    {
-                        Some(FrozenStats::Vocab { oov, .. }) => *oov,
-                        _ => 0,
-                    };
-                    for r in 0..n {
-                        let value = s.get(r);
-                        let id: i128 = match (buckets, vocab) {
-                            (Some(b), _) => i128::from(transform::hash_bucket(
-                                value.map(str::as_bytes).unwrap_or(NULL_KEY),
-                                b,
-                            )),
-                            (None, Some(m)) => {
-                                i128::from(value.and_then(|v| m.get(v).copied()).unwrap_or(oov))
-                            }
-                            (None, None) => i128::from(oov),
-                        };
-                        w.int(recs, r, slot, id)
-                            .map_err(|m| fail(ValueError { row: r, message: m }))?;
-                    }
-                }
-                Path::Float => {
-                    let stat = self
-                        .frozen
-                        .get(i)
-                        .and_then(|x| x.as_ref())
-                        .and_then(|v| v.get(j).or_else(|| v.first()));
-                    let put = |recs: &mut [u8], r: usize, k: usize, x: f64| {
-                        let at = r * w.stride + w.off + slot + k * w.dtype.size();
-                        put_float(&mut recs[at..], w.dtype, chain.apply_float(x, stat))
-                            .map_err(|m| fail(ValueError { row: r, message: m }))
-                    };
-                    match (Lists::read(&col), f.length) {
-                        (Some(lists), Some(len)) => {
-                            let vals = Floats::read(&lists.child).map_err(|e| {
-                                fail(ValueError {
-                                    row: 0,
-                                    message: format!("a list element: {}", e.message),
-                                })
-                            })?;
-                            for r in 0..n {
-                                let range = lists.range(r).unwrap_or(0..0);
-                                let mut k = 0;
-                                for e in range {
-                                    if k == len as usize {
-                                        break;
-                                    }
-                                    let x = vals
-                                        .get(e)
-                                        .or(f.fill_null)
-                                        .ok_or_else(|| fail(null_error(r)))?;
-                                    put(recs, r, k, x)?;
-                                    k += 1;
-                                }
-                                for p in k..len as usize {
-                                    let at = r * w.stride + w.off + p * w.dtype.size();
-                                    put_float(&mut recs[at..], w.dtype, f.pad)
-                                        .map_err(|m| fail(ValueError { row: r, message: m }))?;
-                                }
-                            }
-                        }
-                        (Some(_), None) => return Err(fail(list_without_length())),
-                        (None, _) => {
-                            let vals = Floats::read(&col).map_err(fail)?;
-                            for r in 0..n {
-                                let x = vals
-                                    .get(r)
-                                    .or(f.fill_null)
-                                    .ok_or_else(|| fail(null_error(r)))?;
-                                put(recs, r, 0, x)?;
-                            }
-                        }
-                    }
-                }
-                Path::Int => {
-                    let fill = chain
-                        .int_fill()
-                        .map_err(|m| fail(ValueError { row: 0, message: m }))?;
-                    let value = |r: usize, v: Option<i128>| -> Result<i128, PlanError> {
-                        let v = v.or(fill).ok_or_else(|| fail(null_error(r)))?;
-                        chain
-                            .apply_int(v)
-                            .map_err(|m| fail(ValueError { row: r, message: m }))
-                    };
-                    match (Lists::read(&col), f.length) {
-                        (Some(lists), Some(len)) => {
-                            let vals = Ints::read(&lists.child).map_err(|e| {
-                                fail(ValueError {
-                                    row: 0,
-                                    message: format!("a list element: {}", e.message),
-                                })
-                            })?;
-                            for r in 0..n {
-                                let range = lists.range(r).unwrap_or(0..0);
-                                let mut k = 0;
-                                for e in range {
-                                    if k == len as usize {
-                                        break;
-                                    }
-                                    let v = value(r, vals.get(e))?;
-                                    w.int(recs, r, slot + k * w.dtype.size(), v)
-                                        .map_err(|m| fail(ValueError { row: r, message: m }))?;
-                                    k += 1;
-                                }
-                                for p in k..len as usize {
-                                    let at = r * w.stride + w.off + p * w.dtype.size();
-                                    put_float(&mut recs[at..], w.dtype, f.pad)
-                                        .map_err(|m| fail(ValueError { row: r, message: m }))?;
-                                }
-                            }
-                        }
-                        (Some(_), None) => return Err(fail(list_without_length())),
-                        (None, _) => {
-                            let vals = Ints::read(&col).map_err(fail)?;
-                            for r in 0..n {
-                                let v = value(r, vals.get(r))?;
-                                w.int(recs, r, slot, v)
-                                    .map_err(|m| fail(ValueError { row: r, message: m }))?;
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Where one field's values go in the records.
-#[derive(Clone, Copy)]
-struct Writer {
-    stride: usize,
-    off: usize,
-    dtype: DType,
-    one_hot: Option<u64>,
-}
-
-impl Writer {
-    /// Writes integer `v` (or its one-hot expansion) for row `r` at byte
-    /// `slot` of the field.
-    #[inline]
-    fn int(&self, recs: &mut [u8], r: usize, slot: usize, v: i128) -> Result<(), String> {
-        let base = r * self.stride + self.off + slot;
-        match self.one_hot {
-            Some(classes) => {
-                if v < 0 || v >= i128::from(classes) {
-                    return Err(format!("class {v} is outside one_hot's 0..{classes}"));
-                }
-                put_int(
-                    &mut recs[base + v as usize * self.dtype.size()..],
-                    self.dtype,
-                    1,
-                )
-            }
-            None => put_int(&mut recs[base..], self.dtype, v),
-        }
-    }
-}
-
-fn null_error(row: usize) -> ValueError {
-    ValueError {
-        row,
-        message: "the value is null (set fill_null on the field to replace nulls)".into(),
-    }
-}
-
-fn list_without_length() -> ValueError {
-    ValueError {
-        row: 0,
-        message: "the column holds lists; set `length` to pad or truncate them".into(),
-    }
 }
 
 fn too_big(rows: usize, stride: usize) -> PlanError {
@@ -524,7 +291,7 @@ mod tests {
     ) -> (Vec<u8>, RecordLayout) {
         let layout = crate::build::layout_of(s).expect("layout");
         let dir = tempfile::tempdir().expect("tmp");
-        let mut enc = Encoder::new(s, &layout, frozen, dir.path(), 0, 1 << 20);
+        let mut enc = Encoder::new(s, &layout, frozen, dir.path(), 0, 1 << 20).expect("encoder");
         enc.push(b, "test").expect("push");
         let out = enc.finish().expect("finish");
         let mut bytes = Vec::new();
@@ -605,7 +372,8 @@ mod tests {
         ]);
         let layout = crate::build::layout_of(&s).expect("layout");
         let dir = tempfile::tempdir().expect("tmp");
-        let mut enc = Encoder::new(&s, &layout, &[None, None], dir.path(), 0, 1 << 20);
+        let mut enc =
+            Encoder::new(&s, &layout, &[None, None], dir.path(), 0, 1 << 20).expect("encoder");
         let e = enc.push(&bad, "test").expect_err("class 3").to_string();
         assert!(
             e.contains("row 2") && e.contains("class 3 is outside one_hot's 0..3"),
@@ -626,10 +394,10 @@ mod tests {
         ]);
         let layout = crate::build::layout_of(&s).expect("layout");
         let dir = tempfile::tempdir().expect("tmp");
-        let mut enc = Encoder::new(&s, &layout, &[None], dir.path(), 0, 1 << 20);
+        let mut enc = Encoder::new(&s, &layout, &[None], dir.path(), 0, 1 << 20).expect("encoder");
         enc.push(&b, "test").expect("push");
         let out = enc.finish().expect("finish");
-        let cum = Splits::new(&s).cumulative;
+        let cum = Splits::new(s.split.as_ref()).cumulative;
         for (split, shard) in &out.shards {
             let raw = std::fs::read(dir.path().join(&shard.file)).expect("shard");
             let vals: Vec<i64> = raw[tessera_reader::HEADER_LEN..]
@@ -637,7 +405,9 @@ mod tests {
                 .map(|c| i64::from_le_bytes(c.try_into().expect("8")))
                 .collect();
             let want: Vec<i64> = (0..64)
-                .filter(|&i| transform::split_of(keys[i as usize].as_bytes(), &cum) == *split)
+                .filter(|&i| {
+                    crate::transform::split_of(keys[i as usize].as_bytes(), &cum) == *split
+                })
                 .collect();
             assert_eq!(vals, want, "split {split}");
         }

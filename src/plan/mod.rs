@@ -6,9 +6,10 @@
 //!   the chunks (file ranges) it is cut into.
 //! - [`sql`]: the SQL of each pass.
 //! - [`exec`]: sessions, tessera's DataFusion rules, metrics.
-//! - [`chain`], [`values`], [`split`]: a field's transform chain, checked
-//!   value conversion, split assignment.
-//! - [`stats`], [`encode`]: the statistics pass and the encoder.
+//! - [`stats`], [`encode`]: the statistics pass and the shard encoder. A
+//!   field's transform chain, checked value conversion, the record encoding
+//!   and split assignment live in the transform crate (`tessera_transform`),
+//!   shared with the serving path.
 //!
 //! A *chunked* query runs as independent tasks, one per chunk, each a
 //! single-partition DataFusion session over its chunk (other sources read
@@ -17,18 +18,15 @@
 //! column, is materialized to a temporary Arrow file and then cut into row
 //! ranges that the same statistics and encode tasks read.
 
-mod chain;
 pub mod chunking;
 mod csv;
 mod encode;
 pub(crate) mod exec;
 mod pruning;
 pub mod sources;
-mod split;
 mod sql;
 mod stats;
 mod store;
-mod values;
 mod vocab;
 
 pub use chunking::{Chunk, Decision};
@@ -151,17 +149,11 @@ pub(crate) fn listing_options(src: &Source, config: &SessionConfig) -> ListingOp
     opts
 }
 
-/// Quotes an identifier for DataFusion SQL (which lowercases bare names).
-pub fn quote_ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
+pub use tessera_transform::sql::quote_ident;
 
 /// True for transforms whose parameters come from the statistics pass.
 pub fn needs_stats(t: &Transform) -> bool {
-    matches!(
-        t,
-        Transform::Standardize | Transform::MinMax | Transform::Vocab { .. }
-    )
+    t.needs_stats()
 }
 
 /// How the planner runs.
@@ -727,7 +719,7 @@ impl Planner {
         progress: &(dyn Fn(u64, u64) + Sync),
     ) -> Result<(EncodeOutput, ScanMetrics), PlanError> {
         let mut enc =
-            encode::Encoder::new(&self.spec, layout, frozen, dir, chunk.index, target_bytes)
+            encode::Encoder::new(&self.spec, layout, frozen, dir, chunk.index, target_bytes)?
                 .with_budget(budget);
         let what = self.describe(chunk);
         let metrics = self

@@ -2,11 +2,11 @@
 //! spec's query, filtered; for a global query's single run, ordered by every
 //! output column so the stored order is a function of the data alone.
 
-use super::chain::Chain;
 use super::quote_ident;
-use super::split::SPLIT_COLUMN;
 use crate::spec::Spec;
 use datafusion::logical_expr::{Expr, LogicalPlan};
+use tessera_transform::chain::Chain;
+use tessera_transform::split::SPLIT_COLUMN;
 
 /// What a pass selects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,7 +80,7 @@ pub fn query_order(inner: &LogicalPlan) -> Vec<String> {
 /// (`query_order`), then every output column (a global query's one run).
 pub fn pass_sql(spec: &Spec, columns: Columns, total_order: Option<&[String]>) -> String {
     let mut items = Vec::new();
-    for chain in Chain::all(spec) {
+    for chain in Chain::all(&spec.fields) {
         if columns == Columns::Stats && chain.stats.is_none() {
             continue;
         }

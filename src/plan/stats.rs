@@ -3,13 +3,13 @@
 //! rows of the statistics split.
 
 use super::PlanError;
-use super::chain::{Chain, Path, StatsKind};
-use super::split::{Splits, row_splits};
-use super::values::{Floats, Lists, Strings, ValueError};
 use super::vocab::{SpillConfig, VocabCounter, VocabError};
 use crate::spec::{Spec, Transform};
 use crate::transform::{FrozenStats, Moments};
 use datafusion::arrow::record_batch::RecordBatch;
+use tessera_transform::chain::{Chain, Path, StatsKind};
+use tessera_transform::split::{Splits, row_splits};
+use tessera_transform::values::{Floats, Lists, Strings, ValueError};
 
 /// Mergeable statistics of one task: per field needing them, one slot per
 /// stacked column (or one for a scalar or list field).
@@ -64,7 +64,7 @@ impl StatsPartial {
 
     /// As [`StatsPartial::new`], with vocabularies spilling as `spill` says.
     pub fn with_spill(spec: &Spec, spill: Option<SpillConfig>) -> Self {
-        let slots = Chain::all(spec)
+        let slots = Chain::all(&spec.fields)
             .into_iter()
             .filter_map(|c| {
                 let kind = c.stats?;
@@ -78,7 +78,7 @@ impl StatsPartial {
             .collect();
         StatsPartial {
             slots,
-            splits: Splits::new(spec),
+            splits: Splits::new(spec.split.as_ref()),
         }
     }
 
@@ -103,7 +103,7 @@ impl StatsPartial {
         let want = self.splits.stats_split;
         let keep = |r: usize| splits.as_ref().is_none_or(|s| s[r] == want);
         for (i, slots) in &mut self.slots {
-            let chain = Chain::new(spec, *i);
+            let chain = Chain::new(&spec.fields, *i);
             let name = &chain.field.name;
             for (col_name, slot) in chain.columns().iter().zip(slots.iter_mut()) {
                 let col = super::encode::column(batch, col_name, name)?;

@@ -9,8 +9,11 @@
 //! - nothing path-dependent: no source paths, no file lists, no spec location.
 //!   The caller hashes the input files' contents beside this;
 //! - numbers the user may write either way (`0` or `0.0`) are recorded as f64.
+//!
+//! A field's and a split's JSON are written (and read back, for serving) by
+//! the transform crate's field model.
 
-use super::{Field, FieldInput, NonFinite, Source, SourceFormat, Spec, Transform};
+use super::{Source, SourceFormat, Spec};
 use serde_json::{Value, json};
 
 pub(super) fn canonical(spec: &Spec) -> Value {
@@ -18,18 +21,14 @@ pub(super) fn canonical(spec: &Spec) -> Value {
     sources.sort_by(|a, b| a.name.cmp(&b.name));
     json!({
         "chunks": { "target_bytes": spec.chunks.target_bytes },
-        "fields": spec.fields.iter().map(field).collect::<Vec<_>>(),
+        "fields": spec.fields.iter().map(|f| f.canonical_json()).collect::<Vec<_>>(),
         "filter": spec.filter,
         "name": spec.name,
         "order": { "shuffle_seed": spec.order.shuffle_seed },
         "query": spec.query,
         "shards": { "compression": "none", "target_bytes": spec.shards.target_bytes },
         "sources": sources.into_iter().map(source).collect::<Vec<_>>(),
-        "split": spec.split.as_ref().map(|s| json!({
-            "key": s.key,
-            "stats_from": s.stats_split,
-            "weights": s.weights.iter().map(|(n, w)| json!([n, w])).collect::<Vec<_>>(),
-        })),
+        "split": spec.split.as_ref().map(|s| s.canonical_json()),
         "version": spec.version,
     })
 }
@@ -52,42 +51,4 @@ fn source(s: &Source) -> Value {
         "name": s.name,
         "partition_columns": s.partition_columns,
     })
-}
-
-fn field(f: &Field) -> Value {
-    let input = match &f.input {
-        FieldInput::Column(c) => json!({ "column": c }),
-        FieldInput::Columns(cs) => json!({ "columns": cs }),
-        FieldInput::Expr(e) => json!({ "expr": e }),
-    };
-    json!({
-        "bytes": f.bytes,
-        "dtype": f.dtype.name(),
-        "fill_null": f.fill_null,
-        "input": input,
-        "length": f.length,
-        "name": f.name,
-        "nonfinite": match f.nonfinite {
-            NonFinite::Error => "error",
-            NonFinite::Exclude => "exclude",
-        },
-        "pad": f.pad,
-        "transforms": f.transforms.iter().map(transform).collect::<Vec<_>>(),
-    })
-}
-
-fn transform(t: &Transform) -> Value {
-    match t {
-        Transform::Log1p => json!({ "log1p": {} }),
-        Transform::Clip { min, max } => json!({ "clip": { "max": max, "min": min } }),
-        Transform::Standardize => json!({ "standardize": {} }),
-        Transform::MinMax => json!({ "min_max": {} }),
-        Transform::HashBucket { buckets } => json!({ "hash_bucket": { "buckets": buckets } }),
-        Transform::Vocab {
-            min_count,
-            max_size,
-            oov,
-        } => json!({ "vocab": { "max_size": max_size, "min_count": min_count, "oov": oov } }),
-        Transform::OneHot { classes } => json!({ "one_hot": { "classes": classes } }),
-    }
 }

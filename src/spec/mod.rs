@@ -22,9 +22,12 @@ pub use build::{
 };
 pub use error::SpecError;
 pub use read::SpecLocations;
+// The field model (a field's input, shape, nulls and transform steps) lives in
+// the transform crate, which the serving path shares; the spec calls the steps
+// transforms.
+pub use tessera_transform::field::{Field, FieldInput, NonFinite, Split, Step as Transform};
 
 use std::path::{Path, PathBuf};
-use tessera_reader::DType;
 
 /// A parsed, validated spec.
 #[derive(Clone, Debug, PartialEq)]
@@ -103,118 +106,6 @@ pub struct Source {
     /// [`Spec::resolve_files`] takes it from the matched files' extensions
     /// (until then `format` holds a placeholder).
     pub format_from_files: bool,
-}
-
-/// Where a field's values come from.
-#[derive(Clone, Debug, PartialEq)]
-pub enum FieldInput {
-    /// One column.
-    Column(String),
-    /// Several scalar columns stacked into a vector of shape `[n]`.
-    Columns(Vec<String>),
-    /// A SQL expression evaluated by DataFusion.
-    Expr(String),
-}
-
-/// A transform applied to a field's values, in list order.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Transform {
-    /// `ln(1 + x)`.
-    Log1p,
-    /// Clamp into `[min, max]` (either bound optional).
-    Clip {
-        /// Lower bound.
-        min: Option<f64>,
-        /// Upper bound.
-        max: Option<f64>,
-    },
-    /// `(x - mean) / std` with statistics from the training split.
-    Standardize,
-    /// `(x - min) / (max - min)` with statistics from the training split.
-    MinMax,
-    /// Stable hash of the value's string form modulo `buckets`.
-    HashBucket {
-        /// Number of buckets.
-        buckets: u64,
-    },
-    /// Map values to ids by frequency in the training split.
-    Vocab {
-        /// Minimum count for a value to get its own id.
-        min_count: u64,
-        /// Largest vocabulary (most frequent kept).
-        max_size: Option<u64>,
-        /// Id for out-of-vocabulary values.
-        oov: i64,
-    },
-    /// One-hot encode an integer id in `0..classes`, appending a dimension.
-    OneHot {
-        /// Number of classes.
-        classes: u64,
-    },
-}
-
-/// One output field.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Field {
-    /// Field name (the YAML key).
-    pub name: String,
-    /// Stored element type.
-    pub dtype: DType,
-    /// Input column(s) or expression.
-    pub input: FieldInput,
-    /// For list columns: pad or truncate to this many elements.
-    pub length: Option<u64>,
-    /// Pad value for lists shorter than `length` (default 0).
-    pub pad: f64,
-    /// For fixed-size binary columns (`dtype: u8`): bytes per value.
-    pub bytes: Option<u64>,
-    /// Value used for nulls; a null with no fill_null is an error naming the row.
-    pub fill_null: Option<f64>,
-    /// Transforms in application order.
-    pub transforms: Vec<Transform>,
-    /// What `standardize`/`min_max` statistics do with NaN and infinities.
-    pub nonfinite: NonFinite,
-}
-
-/// The policy for NaN and infinite values met by a statistics pass.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum NonFinite {
-    /// Stop the build with an error naming the field and the row (default).
-    #[default]
-    Error,
-    /// Leave such values out of the statistics; they are stored transformed
-    /// like any other value (and so stay NaN or infinite).
-    Exclude,
-}
-
-impl Field {
-    /// The stored shape of one value of this field.
-    pub fn shape(&self) -> Vec<u64> {
-        let mut shape = match (&self.input, self.length, self.bytes) {
-            (FieldInput::Columns(cs), _, _) => vec![cs.len() as u64],
-            (_, Some(n), _) => vec![n],
-            (_, _, Some(n)) => vec![n],
-            _ => vec![],
-        };
-        for t in &self.transforms {
-            if let Transform::OneHot { classes } = t {
-                shape.push(*classes);
-            }
-        }
-        shape
-    }
-}
-
-/// Assignment of rows to named splits.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Split {
-    /// SQL expression whose value (as a string) is hashed to pick the split.
-    pub key: String,
-    /// Split names and weights in YAML order (weights sum to 1 after normalizing).
-    pub weights: Vec<(String, f64)>,
-    /// Split whose rows feed transform statistics (default: `train` if present,
-    /// else the first split).
-    pub stats_split: String,
 }
 
 /// Output order.

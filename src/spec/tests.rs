@@ -3,6 +3,7 @@
 
 use super::*;
 use serde_json::Value;
+use tessera_reader::DType;
 
 const BASE: &str = r#"
 version: 1

@@ -3,13 +3,13 @@
 //! integer, an integer or float outside the stored type's range are errors
 //! naming the row and the value, never a null or a silently changed number.
 
-use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BinaryArray, BinaryViewArray, FixedSizeBinaryArray, Float64Array,
-    Int64Array, LargeBinaryArray, LargeStringArray, StringArray, StringViewArray, UInt64Array,
+use arrow_array::{
+    Array, ArrayRef, BinaryArray, BinaryViewArray, FixedSizeBinaryArray, Float64Array, Int64Array,
+    LargeBinaryArray, LargeStringArray, StringArray, StringViewArray, UInt64Array, cast::AsArray,
 };
-use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::DataType;
-use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use arrow_cast::cast;
+use arrow_cast::display::{ArrayFormatter, FormatOptions};
+use arrow_schema::DataType;
 use tessera_reader::DType;
 
 /// A value that cannot be read or stored: the row (within the batch) and why.
@@ -372,7 +372,7 @@ pub fn put_int(rec: &mut [u8], dtype: DType, x: i128) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::arrow::array::{Float64Array, Int32Array, StringArray, UInt64Array};
+    use arrow_array::{Float64Array, Int32Array, StringArray, UInt64Array};
     use std::sync::Arc;
 
     #[test]

@@ -1,12 +1,12 @@
 //! A field's transform chain, in one place: which columns the query must
 //! produce for it, how its values are read (text, float, exact integer,
 //! bytes), whether it needs statistics, and the per-value arithmetic. The
-//! statistics pass and the encoder both go through it, so they cannot
-//! disagree about what a value is.
+//! compiler's statistics pass and encoder and the serving path all go
+//! through it, so they cannot disagree about what a value is.
 
-use super::quote_ident;
-use crate::spec::{Field, FieldInput, NonFinite, Spec, Transform};
-use crate::transform::{self, FrozenStats};
+use crate::field::{Field, FieldInput, NonFinite, Step as Transform};
+use crate::semantics::{self as transform, FrozenStats};
+use crate::sql::quote_ident;
 
 /// How a field's values travel from the query output to the record.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -35,11 +35,11 @@ pub enum StatsKind {
 
 /// One field's chain.
 #[derive(Clone, Debug)]
-pub struct Chain<'a> {
+pub struct Chain {
     /// Field index in the spec.
     pub index: usize,
     /// The field.
-    pub field: &'a Field,
+    pub field: Field,
     /// How values are read.
     pub path: Path,
     /// `Some(k)` when the field ends in `one_hot: k`.
@@ -48,10 +48,10 @@ pub struct Chain<'a> {
     pub stats: Option<StatsKind>,
 }
 
-impl<'a> Chain<'a> {
-    /// The chain of field `index` of `spec`.
-    pub fn new(spec: &'a Spec, index: usize) -> Chain<'a> {
-        let field = &spec.fields[index];
+impl Chain {
+    /// The chain of field `index` of `fields` (a spec's fields, in order).
+    pub fn new(fields: &[Field], index: usize) -> Chain {
+        let field = fields[index].clone();
         let one_hot = field.transforms.iter().find_map(|t| match t {
             Transform::OneHot { classes } => Some(*classes),
             _ => None,
@@ -84,10 +84,8 @@ impl<'a> Chain<'a> {
     }
 
     /// Every field's chain, in field order.
-    pub fn all(spec: &'a Spec) -> Vec<Chain<'a>> {
-        (0..spec.fields.len())
-            .map(|i| Chain::new(spec, i))
-            .collect()
+    pub fn all(fields: &[Field]) -> Vec<Chain> {
+        (0..fields.len()).map(|i| Chain::new(fields, i)).collect()
     }
 
     /// The query output columns that feed the field: one per stacked column,
@@ -235,24 +233,23 @@ impl<'a> Chain<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path as FsPath;
-
-    fn spec(fields: &str) -> Spec {
-        let text =
-            format!("version: 1\nname: t\nsources:\n  s: {{ path: x.parquet }}\nfields:\n{fields}");
-        Spec::parse(&text, FsPath::new("/tmp/t.yaml")).expect("spec")
-    }
+    use crate::test_support::fields;
+    use serde_json::json;
 
     #[test]
     fn paths_follow_dtype_and_transforms() {
-        let s = spec(
-            "  a: { dtype: f32, column: a, transform: [log1p, standardize] }\n\
-             \x20 b: { dtype: i32, column: b, transform: { hash_bucket: 10 } }\n\
-             \x20 c: { dtype: i64, column: c }\n\
-             \x20 d: { dtype: f32, column: d, transform: { one_hot: 3 } }\n\
-             \x20 e: { dtype: u8, column: e, bytes: 4 }\n\
-             \x20 f: { dtype: i32, column: f, transform: { vocab: {} } }\n",
-        );
+        let s = fields(json!([
+            { "name": "a", "dtype": "f32", "input": { "column": "a" },
+              "transforms": [{ "log1p": {} }, { "standardize": {} }] },
+            { "name": "b", "dtype": "i32", "input": { "column": "b" },
+              "transforms": [{ "hash_bucket": { "buckets": 10 } }] },
+            { "name": "c", "dtype": "i64", "input": { "column": "c" } },
+            { "name": "d", "dtype": "f32", "input": { "column": "d" },
+              "transforms": [{ "one_hot": { "classes": 3 } }] },
+            { "name": "e", "dtype": "u8", "input": { "column": "e" }, "bytes": 4 },
+            { "name": "f", "dtype": "i32", "input": { "column": "f" },
+              "transforms": [{ "vocab": {} }] },
+        ]));
         let c = Chain::all(&s);
         assert_eq!(c[0].path, Path::Float);
         assert_eq!(c[0].stats, Some(StatsKind::Moments));
@@ -268,9 +265,10 @@ mod tests {
 
     #[test]
     fn before_stats_stops_at_the_statistics_transform() {
-        let s = spec(
-            "  a: { dtype: f32, column: a, transform: [{ clip: { min: 0 } }, log1p, standardize] }\n",
-        );
+        let s = fields(json!([
+            { "name": "a", "dtype": "f32", "input": { "column": "a" },
+              "transforms": [{ "clip": { "min": 0 } }, { "log1p": {} }, { "standardize": {} }] },
+        ]));
         let c = Chain::new(&s, 0);
         assert_eq!(c.before_stats(-5.0), 0.0);
         assert!((c.before_stats(1.0) - 2f64.ln()).abs() < 1e-12);
@@ -285,9 +283,10 @@ mod tests {
 
     #[test]
     fn integer_clip_and_fill() {
-        let s = spec(
-            "  a: { dtype: i32, column: a, fill_null: 7, transform: { clip: { min: 0, max: 10 } } }\n",
-        );
+        let s = fields(json!([
+            { "name": "a", "dtype": "i32", "input": { "column": "a" }, "fill_null": 7,
+              "transforms": [{ "clip": { "min": 0, "max": 10 } }] },
+        ]));
         let c = Chain::new(&s, 0);
         assert_eq!(c.apply_int(-3), Ok(0));
         assert_eq!(c.apply_int(12), Ok(10));
@@ -297,10 +296,12 @@ mod tests {
 
     #[test]
     fn nonfinite_policy() {
-        let s = spec(
-            "  a: { dtype: f32, column: a, transform: standardize }\n\
-             \x20 b: { dtype: f32, column: b, transform: standardize, nonfinite: exclude }\n",
-        );
+        let s = fields(json!([
+            { "name": "a", "dtype": "f32", "input": { "column": "a" },
+              "transforms": [{ "standardize": {} }] },
+            { "name": "b", "dtype": "f32", "input": { "column": "b" },
+              "transforms": [{ "standardize": {} }], "nonfinite": "exclude" },
+        ]));
         let (a, b) = (Chain::new(&s, 0), Chain::new(&s, 1));
         assert_eq!(a.admit(1.0), Ok(true));
         assert!(

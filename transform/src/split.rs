@@ -1,10 +1,10 @@
 //! Which split each output row goes to: the stable hash of the split key's
 //! text against the cumulative split weights (docs/SPEC.md, `split`).
 
-use super::values::{Strings, ValueError};
-use crate::spec::Spec;
-use crate::transform::{self, NULL_KEY};
-use datafusion::arrow::record_batch::RecordBatch;
+use crate::field::Split;
+use crate::semantics::{self as transform, NULL_KEY};
+use crate::values::{Strings, ValueError};
+use arrow_array::RecordBatch;
 
 /// The output column holding the split key's text.
 pub const SPLIT_COLUMN: &str = "__split";
@@ -23,9 +23,9 @@ pub struct Splits {
 }
 
 impl Splits {
-    /// The layout of `spec`'s splits.
-    pub fn new(spec: &Spec) -> Splits {
-        let Some(split) = &spec.split else {
+    /// The layout of a spec's splits (`split`, or none).
+    pub fn new(split: Option<&Split>) -> Splits {
+        let Some(split) = split else {
             return Splits {
                 cumulative: vec![1.0],
                 stats_split: 0,

@@ -1,0 +1,148 @@
+//! Transform semantics, independent of Arrow: the stable hash, the frozen
+//! statistics that `standardize`, `min_max` and `vocab` store in the
+//! manifest, and the per-value arithmetic. Changing anything observable here
+//! changes the bytes tessera writes, so it must bump [`SEMANTICS_VERSION`].
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the transform semantics; part of every artifact hash.
+/// 2: exact statistics (order- and cut-independent mean and std), global
+/// queries stored in a total order, and the build-time shuffle following
+/// order version 2 of the reader.
+pub const SEMANTICS_VERSION: u32 = 2;
+
+/// The stable 64-bit hash used by `hash_bucket` and `split`: FNV-1a over the
+/// value's UTF-8 bytes, then the SplitMix64 finalizer to spread the low bits.
+/// Documented in docs/SPEC.md so serving code in any language can reproduce it.
+#[inline]
+pub fn stable_hash(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+/// The bucket of a value: `stable_hash(value) mod buckets`.
+#[inline]
+pub fn hash_bucket(bytes: &[u8], buckets: u64) -> u64 {
+    stable_hash(bytes) % buckets
+}
+
+/// The byte string hashed for a null split key.
+pub const NULL_KEY: &[u8] = b"\xffnull";
+
+/// Picks a split for a key: the hash mapped to `[0, 1)` (top 53 bits) and
+/// compared against the cumulative normalized weights.
+pub fn split_of(key: &[u8], cumulative: &[f64]) -> usize {
+    let u = (stable_hash(key) >> 11) as f64 / (1u64 << 53) as f64;
+    cumulative
+        .iter()
+        .position(|&c| u < c)
+        .unwrap_or(cumulative.len().saturating_sub(1))
+}
+
+/// Frozen statistics for one transform, as stored in the manifest.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FrozenStats {
+    /// For `standardize`: `(x - mean) / std` (std 0 is replaced by 1).
+    Standardize {
+        /// Mean over the statistics split.
+        mean: f64,
+        /// Population standard deviation.
+        std: f64,
+        /// Values the statistics were computed over.
+        count: u64,
+    },
+    /// For `min_max`: `(x - min) / (max - min)` (a zero range maps to 0).
+    MinMax {
+        /// Smallest value.
+        min: f64,
+        /// Largest value.
+        max: f64,
+        /// Values the statistics were computed over.
+        count: u64,
+    },
+    /// For `vocab`: value -> id (1-based, by frequency).
+    Vocab {
+        /// Values in id order (id = position + 1).
+        values: Vec<String>,
+        /// Occurrences of each value in the statistics split.
+        counts: Vec<u64>,
+        /// Id given to values not in the vocabulary.
+        oov: i64,
+    },
+}
+
+impl FrozenStats {
+    /// Applies a numeric statistic to one value.
+    #[inline]
+    pub fn apply(&self, x: f64) -> f64 {
+        match *self {
+            FrozenStats::Standardize { mean, std, .. } => {
+                let s = if std > 0.0 { std } else { 1.0 };
+                (x - mean) / s
+            }
+            FrozenStats::MinMax { min, max, .. } => {
+                if max > min {
+                    (x - min) / (max - min)
+                } else {
+                    0.0
+                }
+            }
+            FrozenStats::Vocab { .. } => x,
+        }
+    }
+}
+
+/// `ln(1 + x)`, with the usual domain: values below -1 give NaN.
+#[inline]
+pub fn log1p(x: f64) -> f64 {
+    x.ln_1p()
+}
+
+/// Clamps into `[min, max]` (either bound optional).
+#[inline]
+pub fn clip(x: f64, min: Option<f64>, max: Option<f64>) -> f64 {
+    let x = match min {
+        Some(m) if x < m => m,
+        _ => x,
+    };
+    match max {
+        Some(m) if x > m => m,
+        _ => x,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stable_hash_is_pinned() {
+        // Pinned values: changing the hash changes every artifact, so a change
+        // here must come with a SEMANTICS_VERSION bump.
+        let fnv_empty = 0xcbf2_9ce4_8422_2325u64;
+        let mut h = fnv_empty;
+        h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        assert_eq!(stable_hash(b""), h ^ (h >> 31));
+        assert_ne!(stable_hash(b"a"), stable_hash(b"b"));
+        assert_eq!(hash_bucket(b"JFK", 1), 0);
+        assert!(hash_bucket(b"JFK", 7) < 7);
+    }
+
+    #[test]
+    fn split_assignment_follows_weights() {
+        let cum = [0.8, 1.0];
+        let n = 20000;
+        let train = (0..n)
+            .filter(|i| split_of(format!("{i}").as_bytes(), &cum) == 0)
+            .count();
+        assert!((train as f64 / n as f64 - 0.8).abs() < 0.02, "{train}");
+    }
+}

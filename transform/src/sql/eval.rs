@@ -1,0 +1,527 @@
+//! Typing and evaluating a [`Node`] over Arrow columns, with DataFusion's
+//! rules and Arrow's kernels: the operand types are coerced as DataFusion's
+//! type coercion does (`numerical_coercion`, `comparison_coercion`,
+//! `string_coercion`), and each operator runs the kernel DataFusion's
+//! physical expression calls (wrapping integer `+ - *`, `div`, `rem`, the
+//! `cmp` kernels, Kleene `AND`/`OR`, `concat_elements_dyn`, casts with
+//! `safe: false`). Type combinations outside these rules are refused when
+//! the expression is compiled, never evaluated differently.
+
+use super::parse::{Arith, Cmp, Literal, Node};
+use arrow_array::cast::AsArray;
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Float64Array, Int64Array, NullArray, RecordBatch, Scalar,
+    StringArray, UInt32Array, UInt64Array,
+};
+use arrow_cast::display::{DurationFormat, FormatOptions};
+use arrow_cast::{CastOptions, can_cast_types, cast_with_options};
+use arrow_schema::{DataType, Schema};
+use std::sync::Arc;
+
+/// DataFusion's cast options: errors instead of nulls, durations written out.
+pub const CAST_OPTIONS: CastOptions<'static> = CastOptions {
+    safe: false,
+    format_options: FormatOptions::new().with_duration_format(DurationFormat::Pretty),
+};
+
+/// A typed expression, ready to evaluate over batches of one schema.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    root: Typed,
+    /// The result's type.
+    pub data_type: DataType,
+}
+
+#[derive(Clone, Debug)]
+enum Typed {
+    Column(usize),
+    Literal(ArrayRef),
+    Cast(Box<Typed>, DataType),
+    Arith(Arith, Box<Typed>, Box<Typed>),
+    Cmp(Cmp, Box<Typed>, Box<Typed>),
+    And(Box<Typed>, Box<Typed>),
+    Or(Box<Typed>, Box<Typed>),
+    Not(Box<Typed>),
+    Neg(Box<Typed>),
+    IsNull(Box<Typed>, bool),
+    Concat(Box<Typed>, Box<Typed>),
+}
+
+/// A value during evaluation: a column, or one value for every row.
+enum Value {
+    Array(ArrayRef),
+    Scalar(ArrayRef),
+}
+
+impl Value {
+    fn into_array(self, rows: usize) -> Result<ArrayRef, String> {
+        match self {
+            Value::Array(a) => Ok(a),
+            Value::Scalar(s) => {
+                let idx = UInt32Array::from(vec![0u32; rows]);
+                arrow_select::take::take(s.as_ref(), &idx, None).map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    fn map(self, f: impl FnOnce(&ArrayRef) -> Result<ArrayRef, String>) -> Result<Value, String> {
+        Ok(match self {
+            Value::Array(a) => Value::Array(f(&a)?),
+            Value::Scalar(s) => Value::Scalar(f(&s)?),
+        })
+    }
+
+    fn is_scalar(&self) -> bool {
+        matches!(self, Value::Scalar(_))
+    }
+
+    fn array(&self) -> &ArrayRef {
+        match self {
+            Value::Array(a) | Value::Scalar(a) => a,
+        }
+    }
+}
+
+/// True for the string types, which hold the same values whichever one it is.
+pub fn is_string(t: &DataType) -> bool {
+    matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+}
+
+fn is_number(t: &DataType) -> bool {
+    use DataType::*;
+    matches!(
+        t,
+        Int8 | Int16
+            | Int32
+            | Int64
+            | UInt8
+            | UInt16
+            | UInt32
+            | UInt64
+            | Float16
+            | Float32
+            | Float64
+    )
+}
+
+/// DataFusion's `numerical_coercion` for two number types, without the
+/// decimal result it gives for UInt64 with a signed type.
+fn numeric_common(l: &DataType, r: &DataType) -> Option<DataType> {
+    use DataType::*;
+    if l == r {
+        return Some(l.clone());
+    }
+    Some(match (l, r) {
+        (Float64, _) | (_, Float64) => Float64,
+        (_, Float32) | (Float32, _) => Float32,
+        (_, Float16) | (Float16, _) => Float16,
+        (UInt64, Int64 | Int32 | Int16 | Int8) | (Int64 | Int32 | Int16 | Int8, UInt64) => {
+            return None;
+        }
+        (UInt64, _) | (_, UInt64) => UInt64,
+        (Int64, _)
+        | (_, Int64)
+        | (UInt32, Int32 | Int16 | Int8)
+        | (Int32 | Int16 | Int8, UInt32) => Int64,
+        (UInt32, _) | (_, UInt32) => UInt32,
+        (Int32, _) | (_, Int32) | (UInt16, Int16 | Int8) | (Int16 | Int8, UInt16) => Int32,
+        (UInt16, _) | (_, UInt16) => UInt16,
+        (Int16, _) | (_, Int16) | (Int8, UInt8) | (UInt8, Int8) => Int16,
+        (Int8, _) | (_, Int8) => Int8,
+        (UInt8, _) | (_, UInt8) => UInt8,
+        _ => return None,
+    })
+}
+
+/// DataFusion's `string_coercion`.
+fn string_common(l: &DataType, r: &DataType) -> Option<DataType> {
+    use DataType::*;
+    match (l, r) {
+        (Utf8View, Utf8View | Utf8 | LargeUtf8) | (Utf8 | LargeUtf8, Utf8View) => Some(Utf8View),
+        (LargeUtf8, Utf8 | LargeUtf8) | (Utf8, LargeUtf8) => Some(LargeUtf8),
+        (Utf8, Utf8) => Some(Utf8),
+        _ => None,
+    }
+}
+
+/// The common type of an arithmetic operation's operands.
+fn arith_type(l: &DataType, r: &DataType) -> Option<DataType> {
+    match (l, r) {
+        (DataType::Null, t) | (t, DataType::Null) if is_number(t) => Some(t.clone()),
+        (l, r) if is_number(l) && is_number(r) => numeric_common(l, r),
+        _ => None,
+    }
+}
+
+/// The common type of a comparison's operands (`comparison_coercion`).
+fn cmp_type(l: &DataType, r: &DataType) -> Option<DataType> {
+    use DataType::*;
+    let comparable = |t: &DataType| {
+        is_number(t)
+            || is_string(t)
+            || matches!(
+                t,
+                Boolean | Date32 | Date64 | Timestamp(..) | Binary | LargeBinary
+            )
+    };
+    if l == r && comparable(l) {
+        return Some(l.clone());
+    }
+    if is_number(l) && is_number(r) {
+        return numeric_common(l, r);
+    }
+    if let Some(t) = string_common(l, r) {
+        return Some(t);
+    }
+    match (l, r) {
+        (Null, t) | (t, Null) if comparable(t) => Some(t.clone()),
+        (n, s) | (s, n) if is_number(n) && is_string(s) => Some(n.clone()),
+        _ => None,
+    }
+}
+
+/// The common type of `||`'s operands (`string_concat_coercion`): strings
+/// coerce as strings; another type that casts to the string side's type
+/// becomes that type.
+fn concat_type(l: &DataType, r: &DataType) -> Option<DataType> {
+    use DataType::*;
+    if let Some(t) = string_common(l, r) {
+        return Some(t);
+    }
+    for s in [Utf8View, Utf8, LargeUtf8] {
+        if *l == s && can_cast_types(r, &s) || *r == s && can_cast_types(l, &s) {
+            return Some(s);
+        }
+    }
+    None
+}
+
+/// Compiles `node` for batches of `schema`. An error says why the
+/// expression cannot be evaluated here (a missing column, a type
+/// combination outside the rules above).
+pub fn compile(node: &Node, schema: &Schema) -> Result<Compiled, String> {
+    let (root, data_type) = typed(node, schema)?;
+    Ok(Compiled { root, data_type })
+}
+
+fn cast_to(t: Typed, from: &DataType, to: &DataType) -> Typed {
+    if from == to {
+        t
+    } else {
+        Typed::Cast(Box::new(t), to.clone())
+    }
+}
+
+fn typed(node: &Node, schema: &Schema) -> Result<(Typed, DataType), String> {
+    Ok(match node {
+        Node::Column(name) => {
+            let (i, f) = schema
+                .column_with_name(name)
+                .ok_or_else(|| format!("no column named {name:?}"))?;
+            (Typed::Column(i), f.data_type().clone())
+        }
+        Node::Literal(l) => {
+            let arr: ArrayRef = match l {
+                Literal::Null => Arc::new(NullArray::new(1)),
+                Literal::Bool(b) => Arc::new(BooleanArray::from(vec![*b])),
+                Literal::Int64(n) => Arc::new(Int64Array::from(vec![*n])),
+                Literal::UInt64(n) => Arc::new(UInt64Array::from(vec![*n])),
+                Literal::Float64(x) => Arc::new(Float64Array::from(vec![*x])),
+                Literal::Utf8(s) => Arc::new(StringArray::from(vec![s.as_str()])),
+            };
+            let t = arr.data_type().clone();
+            (Typed::Literal(arr), t)
+        }
+        Node::Cast(inner, to) => {
+            let (t, from) = typed(inner, schema)?;
+            if !can_cast_types(&from, to) {
+                return Err(format!("CAST from {from} to {to}"));
+            }
+            (cast_to(t, &from, to), to.clone())
+        }
+        Node::Arith(op, l, r) => {
+            let ((lt, lty), (rt, rty)) = (typed(l, schema)?, typed(r, schema)?);
+            let common =
+                arith_type(&lty, &rty).ok_or_else(|| format!("arithmetic on {lty} and {rty}"))?;
+            (
+                Typed::Arith(
+                    *op,
+                    Box::new(cast_to(lt, &lty, &common)),
+                    Box::new(cast_to(rt, &rty, &common)),
+                ),
+                common,
+            )
+        }
+        Node::Cmp(op, l, r) => {
+            let ((lt, lty), (rt, rty)) = (typed(l, schema)?, typed(r, schema)?);
+            let common =
+                cmp_type(&lty, &rty).ok_or_else(|| format!("comparing {lty} with {rty}"))?;
+            (
+                Typed::Cmp(
+                    *op,
+                    Box::new(cast_to(lt, &lty, &common)),
+                    Box::new(cast_to(rt, &rty, &common)),
+                ),
+                DataType::Boolean,
+            )
+        }
+        Node::And(l, r) | Node::Or(l, r) => {
+            let ((lt, lty), (rt, rty)) = (typed(l, schema)?, typed(r, schema)?);
+            let ok = |t: &DataType| matches!(t, DataType::Boolean | DataType::Null);
+            if !ok(&lty) || !ok(&rty) {
+                return Err(format!("AND/OR on {lty} and {rty}"));
+            }
+            let (l, r) = (
+                Box::new(cast_to(lt, &lty, &DataType::Boolean)),
+                Box::new(cast_to(rt, &rty, &DataType::Boolean)),
+            );
+            let t = if matches!(node, Node::And(..)) {
+                Typed::And(l, r)
+            } else {
+                Typed::Or(l, r)
+            };
+            (t, DataType::Boolean)
+        }
+        Node::Not(inner) => {
+            let (t, ty) = typed(inner, schema)?;
+            if !matches!(ty, DataType::Boolean | DataType::Null) {
+                return Err(format!("NOT on {ty}"));
+            }
+            (
+                Typed::Not(Box::new(cast_to(t, &ty, &DataType::Boolean))),
+                DataType::Boolean,
+            )
+        }
+        Node::Neg(inner) => {
+            let (t, ty) = typed(inner, schema)?;
+            if !is_number(&ty) {
+                return Err(format!("negating {ty}"));
+            }
+            (Typed::Neg(Box::new(t)), ty)
+        }
+        Node::IsNull(inner, negated) => {
+            let (t, _) = typed(inner, schema)?;
+            (Typed::IsNull(Box::new(t), *negated), DataType::Boolean)
+        }
+        Node::Concat(l, r) => {
+            let ((lt, lty), (rt, rty)) = (typed(l, schema)?, typed(r, schema)?);
+            let common =
+                concat_type(&lty, &rty).ok_or_else(|| format!("concatenating {lty} and {rty}"))?;
+            (
+                Typed::Concat(
+                    Box::new(cast_to(lt, &lty, &common)),
+                    Box::new(cast_to(rt, &rty, &common)),
+                ),
+                common,
+            )
+        }
+    })
+}
+
+impl Compiled {
+    /// Evaluates the expression over `batch` (of the schema it was compiled
+    /// for), one value per row.
+    ///
+    /// A result cast from one string type to another is left as it was:
+    /// the text is the same, and the readers take every string type.
+    pub fn eval(&self, batch: &RecordBatch) -> Result<ArrayRef, String> {
+        let rows = batch.num_rows();
+        match &self.root {
+            Typed::Cast(inner, to) if is_string(to) => {
+                let v = eval(inner, batch)?;
+                if is_string(v.array().data_type()) {
+                    v.into_array(rows)
+                } else {
+                    v.map(|a| cast_with_options(a, to, &CAST_OPTIONS).map_err(err))?
+                        .into_array(rows)
+                }
+            }
+            root => eval(root, batch)?.into_array(rows),
+        }
+    }
+}
+
+fn err(e: arrow_schema::ArrowError) -> String {
+    e.to_string()
+}
+
+fn eval(t: &Typed, batch: &RecordBatch) -> Result<Value, String> {
+    let rows = batch.num_rows();
+    Ok(match t {
+        Typed::Column(i) => Value::Array(Arc::clone(batch.column(*i))),
+        Typed::Literal(a) => Value::Scalar(Arc::clone(a)),
+        Typed::Cast(inner, to) => {
+            eval(inner, batch)?.map(|a| cast_with_options(a, to, &CAST_OPTIONS).map_err(err))?
+        }
+        Typed::Arith(op, l, r) => {
+            let (l, r) = (eval(l, batch)?, eval(r, batch)?);
+            let scalar = l.is_scalar() && r.is_scalar();
+            let (ld, rd) = (datum(&l), datum(&r));
+            let out = match op {
+                Arith::Add => arrow_arith::numeric::add_wrapping(ld.as_ref(), rd.as_ref()),
+                Arith::Sub => arrow_arith::numeric::sub_wrapping(ld.as_ref(), rd.as_ref()),
+                Arith::Mul => arrow_arith::numeric::mul_wrapping(ld.as_ref(), rd.as_ref()),
+                Arith::Div => arrow_arith::numeric::div(ld.as_ref(), rd.as_ref()),
+                Arith::Rem => arrow_arith::numeric::rem(ld.as_ref(), rd.as_ref()),
+            }
+            .map_err(err)?;
+            wrap(out, scalar)
+        }
+        Typed::Cmp(op, l, r) => {
+            let (l, r) = (eval(l, batch)?, eval(r, batch)?);
+            let scalar = l.is_scalar() && r.is_scalar();
+            let (ld, rd) = (datum(&l), datum(&r));
+            use arrow_ord::cmp;
+            let out = match op {
+                Cmp::Eq => cmp::eq(ld.as_ref(), rd.as_ref()),
+                Cmp::NotEq => cmp::neq(ld.as_ref(), rd.as_ref()),
+                Cmp::Lt => cmp::lt(ld.as_ref(), rd.as_ref()),
+                Cmp::LtEq => cmp::lt_eq(ld.as_ref(), rd.as_ref()),
+                Cmp::Gt => cmp::gt(ld.as_ref(), rd.as_ref()),
+                Cmp::GtEq => cmp::gt_eq(ld.as_ref(), rd.as_ref()),
+            }
+            .map_err(err)?;
+            wrap(Arc::new(out), scalar)
+        }
+        Typed::And(l, r) | Typed::Or(l, r) => {
+            let (l, r) = (eval(l, batch)?, eval(r, batch)?);
+            let scalar = l.is_scalar() && r.is_scalar();
+            let n = if scalar { 1 } else { rows };
+            let (l, r) = (to_rows(l, n)?, to_rows(r, n)?);
+            let (l, r) = (l.as_boolean(), r.as_boolean());
+            let out = if matches!(t, Typed::And(..)) {
+                arrow_arith::boolean::and_kleene(l, r)
+            } else {
+                arrow_arith::boolean::or_kleene(l, r)
+            }
+            .map_err(err)?;
+            wrap(Arc::new(out), scalar)
+        }
+        Typed::Not(inner) => eval(inner, batch)?.map(|a| {
+            arrow_arith::boolean::not(a.as_boolean())
+                .map(|b| Arc::new(b) as ArrayRef)
+                .map_err(err)
+        })?,
+        Typed::Neg(inner) => eval(inner, batch)?
+            .map(|a| arrow_arith::numeric::neg_wrapping(a.as_ref()).map_err(err))?,
+        Typed::IsNull(inner, negated) => eval(inner, batch)?.map(|a| {
+            let out = if *negated {
+                arrow_arith::boolean::is_not_null(a.as_ref())
+            } else {
+                arrow_arith::boolean::is_null(a.as_ref())
+            };
+            out.map(|b| Arc::new(b) as ArrayRef).map_err(err)
+        })?,
+        Typed::Concat(l, r) => {
+            let (l, r) = (eval(l, batch)?, eval(r, batch)?);
+            let scalar = l.is_scalar() && r.is_scalar();
+            let n = if scalar { 1 } else { rows };
+            let (l, r) = (to_rows(l, n)?, to_rows(r, n)?);
+            let out = arrow_string::concat_elements::concat_elements_dyn(l.as_ref(), r.as_ref())
+                .map_err(err)?;
+            wrap(out, scalar)
+        }
+    })
+}
+
+fn wrap(a: ArrayRef, scalar: bool) -> Value {
+    if scalar {
+        Value::Scalar(a)
+    } else {
+        Value::Array(a)
+    }
+}
+
+fn to_rows(v: Value, n: usize) -> Result<ArrayRef, String> {
+    match v {
+        Value::Scalar(s) if n == 1 => Ok(s),
+        v => v.into_array(n),
+    }
+}
+
+/// A kernel argument: a column, or a scalar broadcast by the kernel.
+fn datum(v: &Value) -> Box<dyn arrow_array::Datum + '_> {
+    match v {
+        Value::Array(a) => Box::new(a),
+        Value::Scalar(s) => Box::new(Scalar::new(Arc::clone(s))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse::{Parsed, parse};
+    use super::*;
+    use arrow_array::{Float32Array, Int32Array};
+    use arrow_schema::Field;
+
+    fn eval_sql(sql: &str, batch: &RecordBatch) -> Result<ArrayRef, String> {
+        let Parsed::Native(node) = parse(sql)? else {
+            return Err("unsupported".into());
+        };
+        compile(&node, &batch.schema())?.eval(batch)
+    }
+
+    fn batch() -> RecordBatch {
+        RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("a", DataType::Int32, true),
+                Field::new("x", DataType::Float64, true),
+                Field::new("s", DataType::Utf8, true),
+            ])),
+            vec![
+                Arc::new(Int32Array::from(vec![Some(1), None, Some(i32::MAX)])),
+                Arc::new(Float64Array::from(vec![Some(0.5), Some(-2.0), None])),
+                Arc::new(StringArray::from(vec![Some("p"), Some("q"), None])),
+            ],
+        )
+        .expect("batch")
+    }
+
+    #[test]
+    fn coercion_and_kernels() {
+        let b = batch();
+        // Int32 - Int64 literal: both Int64.
+        let r = eval_sql("a - 1", &b).expect("a - 1");
+        assert_eq!(r.data_type(), &DataType::Int64);
+        let r = r.as_primitive::<arrow_array::types::Int64Type>();
+        assert_eq!(r.value(2), i64::from(i32::MAX) - 1);
+        assert!(r.is_null(1));
+        // Int32 + Int32 wraps, as DataFusion's default arithmetic does.
+        let r = eval_sql("a + a", &b).expect("a + a");
+        assert_eq!(
+            r.as_primitive::<arrow_array::types::Int32Type>().value(2),
+            i32::MAX.wrapping_add(i32::MAX)
+        );
+        let r = eval_sql("CAST(x > 0 AS FLOAT)", &b).expect("cast");
+        let r = r.as_any().downcast_ref::<Float32Array>().expect("f32");
+        assert_eq!((r.value(0), r.value(1), r.is_null(2)), (1.0, 0.0, true));
+        let r = eval_sql("s || '-' || CAST(a AS VARCHAR)", &b).expect("concat");
+        let text: Vec<Option<String>> = (0..3)
+            .map(|i| {
+                r.is_valid(i)
+                    .then(|| arrow_cast::display::array_value_to_string(&r, i).expect("text"))
+            })
+            .collect();
+        assert_eq!(text, vec![Some("p-1".into()), None, None]);
+        let r = eval_sql("x IS NOT NULL AND a > 0", &b).expect("and");
+        let r = r.as_boolean();
+        // true AND NULL is NULL; NULL AND false is false.
+        assert_eq!((r.value(0), r.is_null(1), r.value(2)), (true, true, false));
+    }
+
+    #[test]
+    fn refused_combinations_are_named() {
+        let b = batch();
+        assert!(
+            eval_sql("s + 1", &b)
+                .unwrap_err()
+                .contains("arithmetic on Utf8")
+        );
+        assert!(
+            eval_sql("nope + 1", &b)
+                .unwrap_err()
+                .contains("no column named \"nope\"")
+        );
+        assert!(eval_sql("CAST('x' AS INT)", &b).is_err());
+    }
+}
