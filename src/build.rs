@@ -569,6 +569,10 @@ impl Job<'_> {
             "rows_kept": rows_kept,
             "scan": scan,
         });
+        if let Some(schema) = planner.query_schema() {
+            manifest.build[tessera_transform::serving::QUERY_COLUMNS_KEY] =
+                tessera_transform::serving::query_columns_json(schema);
+        }
         Ok((
             manifest,
             Built {

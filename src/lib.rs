@@ -9,7 +9,9 @@
 //! The pieces, in pipeline order: [`spec`] parses and validates the spec;
 //! [`fingerprint`] hashes inputs; [`cache`] finds or publishes artifacts;
 //! [`plan`] (the only module that touches DataFusion) runs the statistics and
-//! encode tasks; [`build`] drives them; [`inspect`] and [`bench`] serve the CLI.
+//! encode tasks; [`build`] drives them; [`inspect`] and [`bench`] serve the CLI;
+//! [`serve`] applies an artifact's transforms to new rows (`tessera transform`,
+//! `tessera export-transform`) through the `tessera_transform` crate.
 
 pub mod artifact;
 pub mod bench;
@@ -20,6 +22,7 @@ pub mod fingerprint;
 pub mod inspect;
 pub mod plan;
 pub mod progress;
+pub mod serve;
 pub mod spec;
 pub mod transform;
 

@@ -1,4 +1,5 @@
-//! The `tessera` command line: build, inspect, head, verify, cache, bench.
+//! The `tessera` command line: build, inspect, head, verify, cache, bench,
+//! transform, export-transform.
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -147,6 +148,49 @@ enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Apply a shard set's transforms to the rows of a file, for batch
+    /// scoring: the records `build` would write for them.
+    Transform {
+        /// A shard-set directory, a spec (its cached artifact), a hash prefix or a dataset name.
+        target: String,
+        /// The rows (Parquet, CSV with a header, NDJSON or Arrow IPC), with
+        /// the columns of the spec's query output that the fields read.
+        input: PathBuf,
+        /// Where to write: records (.bin), Parquet (.parquet) or a shard-set directory.
+        #[arg(long, short = 'o')]
+        output: PathBuf,
+        /// Output format (default: from the output's extension).
+        #[arg(long, value_enum)]
+        format: Option<tessera::serve::OutputFormat>,
+        /// Keep only the rows the spec's filter accepts (default: all rows).
+        #[arg(long)]
+        filter: bool,
+        /// Artifact cache directory.
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a shard set's transforms as one portable JSON document (frozen
+    /// statistics, vocabularies, hash, layout), its JSON schema, and a
+    /// conformance file of raw rows with the records they must give.
+    ExportTransform {
+        /// A shard-set directory, a spec (its cached artifact), a hash prefix or a dataset name.
+        target: String,
+        /// The directory to write transform.json, transform.schema.json and conformance.jsonl into.
+        #[arg(long, short = 'o')]
+        output: PathBuf,
+        /// Conformance cases to generate from the artifact.
+        #[arg(long, default_value_t = 64)]
+        cases: usize,
+        /// Also take cases from the first rows of this file (Parquet, CSV, NDJSON, Arrow).
+        #[arg(long)]
+        rows: Option<PathBuf>,
+        /// Artifact cache directory.
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
     },
 }
 
@@ -424,6 +468,58 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     );
                 }
             }
+        }
+        Command::Transform {
+            target,
+            input,
+            output,
+            format,
+            filter,
+            cache_dir,
+            json,
+        } => {
+            let path = tessera::artifact::resolve(&target, cache_dir.as_deref())?;
+            let format = match format.or_else(|| tessera::serve::OutputFormat::from_path(&output)) {
+                Some(f) => f,
+                None => anyhow::bail!(
+                    "{}: say --format records, parquet or set (or name the output .bin, .parquet \
+                     or DIR/)",
+                    output.display()
+                ),
+            };
+            let r = tessera::serve::transform_file(&path, &input, &output, format, filter)?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!(
+                    "{} rows in, {} records of {} bytes out ({}) in {:.3}s -> {}",
+                    r.rows_in,
+                    r.rows_out,
+                    r.stride,
+                    serde_json::to_value(r.format)?.as_str().unwrap_or_default(),
+                    r.seconds,
+                    r.output.display()
+                );
+                if !r.datafusion.is_empty() {
+                    println!("evaluated with DataFusion: {}", r.datafusion.join(", "));
+                }
+            }
+        }
+        Command::ExportTransform {
+            target,
+            output,
+            cases,
+            rows,
+            cache_dir,
+        } => {
+            let path = tessera::artifact::resolve(&target, cache_dir.as_deref())?;
+            let r = tessera::serve::export(&path, &output, cases, rows.as_deref())?;
+            println!(
+                "{} fields, {} conformance cases -> {}",
+                r.fields,
+                r.cases,
+                output.display()
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

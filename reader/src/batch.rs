@@ -126,6 +126,25 @@ impl Batch {
         batch
     }
 
+    /// A batch of `rows` zeroed records of `layout` in a buffer of its own,
+    /// for code that makes records rather than reading them (the serving
+    /// transform): fill it through [`Batch::bytes_mut`], then read it like a
+    /// loader's batch. Fails when `rows x stride` overflows.
+    pub fn zeroed(layout: Arc<RecordLayout>, rows: usize) -> Result<Batch> {
+        let len = usize::try_from(layout.stride)
+            .ok()
+            .and_then(|s| s.checked_mul(rows))
+            .ok_or_else(|| {
+                crate::Error::InvalidArgument(format!(
+                    "{rows} records of {} bytes do not fit in memory",
+                    layout.stride
+                ))
+            })?;
+        let mut buf = AlignedBuf::default();
+        buf.resize(len);
+        Ok(Batch::new(buf, None, rows, layout, 0))
+    }
+
     pub(crate) fn new(
         buf: AlignedBuf,
         pool: Option<Arc<BufPool>>,

@@ -21,8 +21,10 @@
 pub mod chunking;
 mod csv;
 mod encode;
+pub mod engine;
 pub(crate) mod exec;
 mod pruning;
+pub mod rows;
 pub mod sources;
 mod sql;
 mod stats;
@@ -201,6 +203,8 @@ pub struct Planner {
     output: OnceLock<(PathBuf, Vec<u64>)>,
     /// The query's top-level ORDER BY keys over its output columns.
     query_order: Vec<String>,
+    /// The query's output columns.
+    query_schema: Option<datafusion::arrow::datatypes::Schema>,
 }
 
 impl Planner {
@@ -222,7 +226,9 @@ impl Planner {
         let sql = sql::pass_sql(&spec, sql::Columns::All, None);
         // The query's own ORDER BY, kept as the first keys of a global
         // query's stored order.
-        let query_order = {
+        // Its output columns and their types, which the serving transform
+        // gives new rows before evaluating the fields.
+        let (query_order, query_schema) = {
             let ctx = exec::session(&planning_options(&opts, None))?;
             sources::register(
                 &ctx,
@@ -231,9 +237,13 @@ impl Planner {
                     .map(|t| (Arc::clone(t), t.all_parts(), 1))
                     .collect(),
             )?;
-            rt.block_on(ctx.sql(&sql::inner_query(&spec)))
-                .map(|df| sql::query_order(df.logical_plan()))
-                .unwrap_or_default()
+            match rt.block_on(ctx.sql(&sql::inner_query(&spec))) {
+                Ok(df) => (
+                    sql::query_order(df.logical_plan()),
+                    Some(df.schema().as_arrow().clone()),
+                ),
+                Err(_) => (Vec::new(), None),
+            }
         };
         let plan_with =
             |chunked: Option<&str>| -> Result<(LogicalPlan, Arc<dyn ExecutionPlan>), PlanError> {
@@ -334,7 +344,13 @@ impl Planner {
             opts,
             output: OnceLock::new(),
             query_order,
+            query_schema,
         })
+    }
+
+    /// The query's output columns (what the fields read), with their types.
+    pub fn query_schema(&self) -> Option<&datafusion::arrow::datatypes::Schema> {
+        self.query_schema.as_ref()
     }
 
     /// How the query runs.

@@ -10,22 +10,42 @@
 //! input over raw rows and hands the result to the same encoder. There is one
 //! implementation of the bytes, so training and serving cannot drift.
 //!
+//! ```no_run
+//! use tessera_transform::Transform;
+//! # fn rows() -> arrow_array::RecordBatch { unimplemented!() }
+//! let t = Transform::from_artifact("path/to/shard-set")?;
+//! let out = t.apply(&rows())?;                 // rows: the query's output columns
+//! let dense = out.field::<f32>("dense")?;      // typed views, as the reader gives
+//! let bytes = out.records();                   // the records a build would write
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Modules, in pipeline order: [`field`] (the field model, read back from the
 //! manifest's canonical spec), [`sql`] (field inputs, the split key and the
 //! filter evaluated over Arrow without DataFusion, for the expressions it
 //! knows), [`chain`] (how a field's values are read and transformed),
 //! [`values`] (checked conversions), [`semantics`] (the stable hash, frozen
 //! statistics, per-value arithmetic), [`record`] (the encoding), [`split`]
-//! (split assignment).
+//! (split assignment), [`serving`] (the [`Transform`] of an artifact),
+//! [`export`] (the portable JSON export and its conformance cases).
 #![warn(missing_docs)]
 
 pub mod chain;
+pub mod export;
 pub mod field;
 pub mod record;
 pub mod semantics;
+pub mod serving;
 pub mod split;
 pub mod sql;
 pub mod values;
+
+pub use serving::{Encoded, Transform, TransformError};
+pub use sql::SqlEngine;
+// The Arrow crates of the API (the version DataFusion 55 uses), for callers
+// that build the rows.
+pub use arrow_array;
+pub use arrow_schema;
 
 #[cfg(test)]
 mod test_support;

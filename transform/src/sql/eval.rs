@@ -2,9 +2,10 @@
 //! rules and Arrow's kernels: the operand types are coerced as DataFusion's
 //! type coercion does (`numerical_coercion`, `comparison_coercion`,
 //! `string_coercion`), and each operator runs the kernel DataFusion's
-//! physical expression calls (wrapping integer `+ - *`, `div`, `rem`, the
-//! `cmp` kernels, Kleene `AND`/`OR`, `concat_elements_dyn`, casts with
-//! `safe: false`). Type combinations outside these rules are refused when
+//! physical expression calls (`div`, `rem`, the `cmp` kernels, Kleene
+//! `AND`/`OR`, `concat_elements_dyn`, casts with `safe: false`), except that
+//! integer `+ - *` fail on overflow, as the compiler's session makes them
+//! (its `CheckedArithmetic` rule) instead of wrapping. Type combinations outside these rules are refused when
 //! the expression is compiled, never evaluated differently.
 
 use super::parse::{Arith, Cmp, Literal, Node};
@@ -358,9 +359,9 @@ fn eval(t: &Typed, batch: &RecordBatch) -> Result<Value, String> {
             let scalar = l.is_scalar() && r.is_scalar();
             let (ld, rd) = (datum(&l), datum(&r));
             let out = match op {
-                Arith::Add => arrow_arith::numeric::add_wrapping(ld.as_ref(), rd.as_ref()),
-                Arith::Sub => arrow_arith::numeric::sub_wrapping(ld.as_ref(), rd.as_ref()),
-                Arith::Mul => arrow_arith::numeric::mul_wrapping(ld.as_ref(), rd.as_ref()),
+                Arith::Add => arrow_arith::numeric::add(ld.as_ref(), rd.as_ref()),
+                Arith::Sub => arrow_arith::numeric::sub(ld.as_ref(), rd.as_ref()),
+                Arith::Mul => arrow_arith::numeric::mul(ld.as_ref(), rd.as_ref()),
                 Arith::Div => arrow_arith::numeric::div(ld.as_ref(), rd.as_ref()),
                 Arith::Rem => arrow_arith::numeric::rem(ld.as_ref(), rd.as_ref()),
             }
@@ -486,12 +487,9 @@ mod tests {
         let r = r.as_primitive::<arrow_array::types::Int64Type>();
         assert_eq!(r.value(2), i64::from(i32::MAX) - 1);
         assert!(r.is_null(1));
-        // Int32 + Int32 wraps, as DataFusion's default arithmetic does.
-        let r = eval_sql("a + a", &b).expect("a + a");
-        assert_eq!(
-            r.as_primitive::<arrow_array::types::Int32Type>().value(2),
-            i32::MAX.wrapping_add(i32::MAX)
-        );
+        // Int32 + Int32 overflowing is an error, as in the compiler's session.
+        let e = eval_sql("a + a", &b).expect_err("overflow");
+        assert!(e.contains("Overflow") || e.contains("overflow"), "{e}");
         let r = eval_sql("CAST(x > 0 AS FLOAT)", &b).expect("cast");
         let r = r.as_any().downcast_ref::<Float32Array>().expect("f32");
         assert_eq!((r.value(0), r.value(1), r.is_null(2)), (1.0, 0.0, true));

@@ -30,11 +30,11 @@ pub enum Literal {
 /// Arithmetic operators.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Arith {
-    /// `+` (wrapping on integers, as DataFusion evaluates it).
+    /// `+` (an error on integer overflow, as in the compiler's session).
     Add,
-    /// `-` (wrapping on integers).
+    /// `-` (an error on integer overflow).
     Sub,
-    /// `*` (wrapping on integers).
+    /// `*` (an error on integer overflow).
     Mul,
     /// `/` (integer division on integers; an error on division by zero).
     Div,

@@ -1,0 +1,344 @@
+//! [`Transform`]: an artifact's transforms, applied to raw rows.
+//!
+//! Raw rows are rows of the spec's query output (for a spec without a query,
+//! rows of its one source), as an Arrow [`RecordBatch`] with a column per
+//! input column the fields read. The transform evaluates each field's input
+//! (column, stacked columns or SQL expression), fills nulls, applies the
+//! transform steps with the statistics and vocabularies frozen in the
+//! manifest, and encodes records with the compiler's own encoder: the bytes
+//! are those `tessera build` would have written for the same rows.
+//!
+//! The split is not applied (every row is encoded); the filter is, on
+//! request ([`Transform::filtering`]).
+
+mod arrow_out;
+mod artifact;
+mod inputs;
+
+pub use artifact::{QUERY_COLUMNS_KEY, query_columns_json};
+
+use crate::chain::Chain;
+use crate::field::{Field, Split};
+use crate::record::{EncodeError, RecordEncoder};
+use crate::semantics::FrozenStats;
+use crate::split::Splits;
+use crate::sql::SqlEngine;
+use arrow_array::RecordBatch;
+use arrow_schema::Schema;
+use inputs::{Expr, Inputs};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tessera_reader::{Batch, Element, FieldView, Manifest, RecordLayout};
+
+/// Why rows could not be transformed. Each variant names what it is about.
+#[derive(Debug, thiserror::Error)]
+pub enum TransformError {
+    /// The artifact cannot be read, or holds no transform.
+    #[error("{0}")]
+    Artifact(String),
+    /// The manifest is invalid.
+    #[error(transparent)]
+    Manifest(#[from] tessera_reader::Error),
+    /// The rows lack a column a field reads.
+    #[error(
+        "{key} reads column {column:?}, which the rows lack (they have: {})",
+        available.join(", ")
+    )]
+    MissingColumn {
+        /// The column.
+        column: String,
+        /// The spec key that reads it.
+        key: String,
+        /// The columns the rows have.
+        available: Vec<String>,
+    },
+    /// An input value does not convert to the type the build saw.
+    #[error("column {column:?}, row {} (counting from 1): {message}", row + 1)]
+    InputValue {
+        /// The column.
+        column: String,
+        /// The row of the input.
+        row: usize,
+        /// What is wrong, quoting the value.
+        message: String,
+    },
+    /// A value could not be read, converted or stored.
+    #[error("fields.{field}: row {} (counting from 1) of the input: {message}", row + 1)]
+    Value {
+        /// The field.
+        field: String,
+        /// The row of the input.
+        row: usize,
+        /// What is wrong, quoting the value.
+        message: String,
+    },
+    /// An expression this crate does not evaluate, and no engine to run it.
+    #[error(
+        "{key}: {what} in {sql:?} is not evaluated without DataFusion; use the `tessera` \
+         command (it embeds DataFusion), or a build of the transform with an SQL engine"
+    )]
+    Unsupported {
+        /// The spec key.
+        key: String,
+        /// The SQL.
+        sql: String,
+        /// The construct.
+        what: String,
+    },
+    /// An expression failed.
+    #[error("{key}: {message}")]
+    Sql {
+        /// The spec key.
+        key: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The SQL engine failed.
+    #[error("the SQL engine: {0}")]
+    Engine(String),
+}
+
+/// Encoded records and the input rows they came from.
+#[derive(Debug)]
+pub struct Encoded {
+    batch: Batch,
+    kept: Option<Vec<usize>>,
+}
+
+impl Encoded {
+    /// Records encoded.
+    pub fn rows(&self) -> usize {
+        self.batch.rows()
+    }
+
+    /// The records, `rows x stride` bytes, as a shard stores them.
+    pub fn records(&self) -> &[u8] {
+        self.batch.bytes()
+    }
+
+    /// A typed view of field `name` across the records (no copy), as the
+    /// reader gives for a batch of the shard set.
+    pub fn field<T: Element>(&self, name: &str) -> tessera_reader::Result<FieldView<'_, T>> {
+        self.batch.field(name)
+    }
+
+    /// With the filter applied: the input rows each record came from.
+    pub fn kept(&self) -> Option<&[usize]> {
+        self.kept.as_deref()
+    }
+
+    /// The records as a reader batch.
+    pub fn into_batch(self) -> Batch {
+        self.batch
+    }
+}
+
+/// The transforms of one artifact.
+pub struct Transform {
+    fields: Vec<Field>,
+    split: Option<Split>,
+    filter: Option<String>,
+    layout: Arc<RecordLayout>,
+    frozen: Vec<Option<Vec<FrozenStats>>>,
+    encoder: RecordEncoder,
+    inputs: Inputs,
+    engine: Option<Arc<dyn SqlEngine>>,
+    apply_filter: bool,
+    dir: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Transform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transform")
+            .field("fields", &self.fields.len())
+            .field("stride", &self.layout.stride)
+            .field("engine", &self.engine.is_some())
+            .field("filter", &self.apply_filter)
+            .finish()
+    }
+}
+
+impl Transform {
+    /// The transforms of the shard set in directory `dir` (its manifest, and
+    /// vocabulary files beside it).
+    pub fn from_artifact(dir: impl AsRef<Path>) -> Result<Transform, TransformError> {
+        let dir = dir.as_ref();
+        let path = dir.join(tessera_reader::MANIFEST_FILE);
+        let bytes = std::fs::read(&path).map_err(|e| {
+            TransformError::Artifact(format!(
+                "{}: {e} (a shard-set directory holds manifest.json)",
+                path.display()
+            ))
+        })?;
+        let manifest = Manifest::parse(&bytes, &path)?;
+        let mut t = Transform::from_manifest(&manifest, Some(dir))?;
+        t.dir = Some(dir.to_path_buf());
+        Ok(t)
+    }
+
+    /// The transforms a manifest describes. `dir` is where its large
+    /// vocabularies are (`None` when they are all inline).
+    pub fn from_manifest(
+        manifest: &Manifest,
+        dir: Option<&Path>,
+    ) -> Result<Transform, TransformError> {
+        let parts = artifact::read(manifest, dir)?;
+        let layout = Arc::new(manifest.layout.clone());
+        let encoder = RecordEncoder::new(&parts.fields, &layout, &parts.frozen)
+            .map_err(|e| TransformError::Artifact(e.to_string()))?;
+        let chains: Vec<Chain> = encoder.chains().to_vec();
+        let inputs = Inputs::new(
+            &chains,
+            parts.filter.as_deref(),
+            parts.split.as_ref().map(|s| s.key.as_str()),
+            parts.query_columns,
+        )?;
+        Ok(Transform {
+            fields: parts.fields,
+            split: parts.split,
+            filter: parts.filter,
+            layout,
+            frozen: parts.frozen,
+            encoder,
+            inputs,
+            engine: None,
+            apply_filter: false,
+            dir: dir.map(Path::to_path_buf),
+        })
+    }
+
+    /// Uses `engine` for the SQL this crate does not evaluate.
+    pub fn with_engine(mut self, engine: Arc<dyn SqlEngine>) -> Transform {
+        self.engine = Some(engine);
+        self
+    }
+
+    /// Whether [`Transform::apply`] keeps only the rows the spec's filter
+    /// accepts (default: every row is encoded).
+    pub fn filtering(mut self, on: bool) -> Transform {
+        self.apply_filter = on;
+        self
+    }
+
+    /// The fields, in record order.
+    pub fn fields(&self) -> &[Field] {
+        &self.fields
+    }
+
+    /// The record layout.
+    pub fn layout(&self) -> &RecordLayout {
+        &self.layout
+    }
+
+    /// The frozen statistics per field (one entry per stacked column).
+    pub fn frozen(&self) -> &[Option<Vec<FrozenStats>>] {
+        &self.frozen
+    }
+
+    /// The spec's filter, if it has one.
+    pub fn filter(&self) -> Option<&str> {
+        self.filter.as_deref()
+    }
+
+    /// The spec's split, if it has one.
+    pub fn split(&self) -> Option<&Split> {
+        self.split.as_ref()
+    }
+
+    /// The artifact's directory, when opened from one.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    /// The query's output columns with the types the build saw, when the
+    /// artifact recorded them.
+    pub fn query_columns(&self) -> Option<&Schema> {
+        self.inputs.recorded()
+    }
+
+    /// The columns the fields (and the filter, when applied) read, in first-use
+    /// order; `None` when an expression needs an engine.
+    pub fn input_columns(&self) -> Option<Vec<String>> {
+        let mut out: Vec<String> = Vec::new();
+        let exprs = self
+            .inputs
+            .fields
+            .iter()
+            .chain(self.inputs.filter.iter().filter(|_| self.apply_filter));
+        for e in exprs {
+            let node = match crate::sql::parse(&e.sql) {
+                Ok(crate::sql::Parsed::Native(n)) => n,
+                _ => return None,
+            };
+            for c in crate::sql::columns(&node) {
+                if !out.contains(&c) {
+                    out.push(c);
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// The spec keys whose SQL needs an engine, and why; empty when the
+    /// transform runs without DataFusion.
+    pub fn needs_engine(&self) -> Vec<(String, String)> {
+        let split = self.inputs.split.iter();
+        self.inputs
+            .fields
+            .iter()
+            .chain(self.inputs.filter.iter())
+            .chain(split)
+            .filter_map(|e| e.unsupported().map(|w| (e.key.clone(), w.to_string())))
+            .collect()
+    }
+
+    /// Encodes `rows` (every row, or those the filter keeps).
+    pub fn apply(&self, rows: &RecordBatch) -> Result<Encoded, TransformError> {
+        let (inputs, kept) = self.field_inputs(rows)?;
+        let n = inputs.num_rows();
+        let mut batch = Batch::zeroed(Arc::clone(&self.layout), n)?;
+        self.encoder
+            .encode(&inputs, batch.bytes_mut())
+            .map_err(|e| match e {
+                EncodeError::Value { field, error } => TransformError::Value {
+                    field,
+                    row: kept.as_ref().map_or(error.row, |k| k[error.row]),
+                    message: error.message,
+                },
+                other => TransformError::Artifact(other.to_string()),
+            })?;
+        Ok(Encoded { batch, kept })
+    }
+
+    /// The fields' inputs for `rows` as the compiler's query would have
+    /// selected them (`__f{i}`, `__f{i}_{j}`), and the rows kept.
+    pub fn field_inputs(
+        &self,
+        rows: &RecordBatch,
+    ) -> Result<(RecordBatch, Option<Vec<usize>>), TransformError> {
+        let exprs: Vec<&Expr> = self.inputs.fields.iter().collect();
+        let filter = self.inputs.filter.as_ref().filter(|_| self.apply_filter);
+        self.inputs
+            .evaluate(rows, &exprs, filter, self.engine.as_deref())
+    }
+
+    /// The split each of `rows` would go to in a build (an index into the
+    /// split names, in spec order), after the filter when it is applied. For
+    /// reproducing a build; serving does not split.
+    pub fn splits(&self, rows: &RecordBatch) -> Result<Vec<u16>, TransformError> {
+        let Some(key) = &self.inputs.split else {
+            let n = self.field_inputs(rows)?.0.num_rows();
+            return Ok(vec![0; n]);
+        };
+        let filter = self.inputs.filter.as_ref().filter(|_| self.apply_filter);
+        let (out, _) = self
+            .inputs
+            .evaluate(rows, &[key], filter, self.engine.as_deref())?;
+        let splits = Splits::new(self.split.as_ref());
+        let got = crate::split::row_splits(&out, &splits).map_err(|e| TransformError::Sql {
+            key: "split.key".into(),
+            message: e.message,
+        })?;
+        Ok(got.unwrap_or_else(|| vec![0; out.num_rows()]))
+    }
+}
