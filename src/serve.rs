@@ -66,11 +66,11 @@ pub struct TransformReport {
 
 /// Opens the transform of the artifact at `dir`, with DataFusion for the SQL
 /// the transform crate does not evaluate.
-pub fn open(dir: &Path, filter: bool) -> Result<Transform, BuildError> {
+pub fn open(dir: &Path) -> Result<Transform, BuildError> {
     let t = Transform::from_artifact(dir)
         .map_err(|e| BuildError::Other(format!("{}: {e}", dir.display())))?;
     let engine = DataFusionEngine::new()?;
-    Ok(t.with_engine(Arc::new(engine)).filtering(filter))
+    Ok(t.with_engine(Arc::new(engine)))
 }
 
 /// Applies the transform of `artifact` to the rows of `input`, writing
@@ -83,7 +83,14 @@ pub fn transform_file(
     filter: bool,
 ) -> Result<TransformReport, BuildError> {
     let t0 = Instant::now();
-    let t = open(artifact, filter)?;
+    let t = open(artifact)?;
+    let apply = |b: &RecordBatch| {
+        if filter {
+            t.apply_filtered(b)
+        } else {
+            t.apply(b)
+        }
+    };
     let batches = crate::plan::rows::read_rows(input, BATCH_ROWS)?;
     let fail = |e: tessera_transform::TransformError| {
         BuildError::Other(format!("{}: {e}", input.display()))
@@ -94,7 +101,7 @@ pub fn transform_file(
         OutputFormat::Records => {
             let mut w = std::io::BufWriter::new(std::fs::File::create(output).map_err(io)?);
             for b in &batches {
-                let enc = t.apply(b).map_err(fail)?;
+                let enc = apply(b).map_err(fail)?;
                 w.write_all(enc.records()).map_err(io)?;
                 rows_in += b.num_rows() as u64;
                 rows_out += enc.rows() as u64;
@@ -105,7 +112,7 @@ pub fn transform_file(
         OutputFormat::Parquet => {
             let mut out = Vec::with_capacity(batches.len());
             for b in &batches {
-                let enc = t.apply(b).map_err(fail)?;
+                let enc = apply(b).map_err(fail)?;
                 rows_in += b.num_rows() as u64;
                 rows_out += enc.rows() as u64;
                 out.push(
@@ -131,7 +138,7 @@ pub fn transform_file(
             let mut w = ShardSetWriter::new(output, t.layout().clone(), 64 << 20)?;
             w.begin_split("all")?;
             for b in &batches {
-                let enc = t.apply(b).map_err(fail)?;
+                let enc = apply(b).map_err(fail)?;
                 w.write_records(enc.records())?;
                 rows_in += b.num_rows() as u64;
                 rows_out += enc.rows() as u64;
@@ -171,7 +178,7 @@ pub fn export(
     rows: Option<&Path>,
 ) -> Result<ExportReport, BuildError> {
     use tessera_transform::export;
-    let t = open(artifact, false)?;
+    let t = open(artifact)?;
     let manifest = tessera_reader::Dataset::open(artifact)?.manifest().clone();
     let doc = export::document(&t, &manifest.artifact_hash, &manifest.name);
     let file_rows = match rows {

@@ -28,6 +28,7 @@ use tessera_reader::MANIFEST_FILE;
 pub struct Dataset {
     ds: tessera_reader::Dataset,
     view: RecordView,
+    transform: crate::transform::TransformCell,
 }
 
 impl Dataset {
@@ -37,7 +38,11 @@ impl Dataset {
 
     fn wrap(py: Python<'_>, ds: tessera_reader::Dataset) -> PyResult<Self> {
         let view = RecordView::new(py, ds.layout())?;
-        Ok(Dataset { ds, view })
+        Ok(Dataset {
+            ds,
+            view,
+            transform: Default::default(),
+        })
     }
 }
 
@@ -259,6 +264,42 @@ impl Dataset {
             num_workers,
         };
         Loader::new(slf, args)
+    }
+
+    /// The artifact's transforms applied to new rows: ``{field: array}`` with
+    /// a leading rows axis, the same arrays (dtypes, shapes, bytes) a loader
+    /// yields for records the build would have made of these rows.
+    ///
+    /// ``rows`` holds the spec's query output columns that the fields read,
+    /// as a dict of lists or NumPy arrays, a pandas DataFrame (NaN is a
+    /// null there, as pyarrow reads it) or a pyarrow Table. Each column is
+    /// first converted to the type the build read it as; the fields'
+    /// expressions, fills, transforms with the frozen statistics and
+    /// vocabularies, and the encoding are the compiler's own code. Every row
+    /// is encoded; ``filter=True`` keeps only the rows the spec's filter
+    /// accepts. The split is never applied. Raises ``TransformError`` naming
+    /// the column or field and the row.
+    #[pyo3(signature = (rows, filter = false))]
+    fn transform<'py>(
+        &self,
+        py: Python<'py>,
+        rows: &Bound<'py, PyAny>,
+        filter: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        crate::transform::apply(py, &self.transform, &self.ds, &self.view, rows, filter)
+    }
+
+    /// For checking a reproduction of a build: the split each of ``rows``
+    /// would go to (an index into ``list(ds.splits)``), for the rows
+    /// ``transform(rows, filter)`` encodes.
+    #[pyo3(signature = (rows, filter = false))]
+    fn split_of<'py>(
+        &self,
+        py: Python<'py>,
+        rows: &Bound<'py, PyAny>,
+        filter: bool,
+    ) -> PyResult<Bound<'py, numpy::PyArray1<u16>>> {
+        crate::transform::split_of(py, &self.transform, &self.ds, rows, filter)
     }
 
     fn __repr__(&self) -> String {

@@ -18,6 +18,7 @@ pyo3::import_exception!(tessera.errors, UnsupportedVersionError);
 pyo3::import_exception!(tessera.errors, StorageError);
 pyo3::import_exception!(tessera.errors, NotFoundError);
 pyo3::import_exception!(tessera.errors, ArgumentError);
+pyo3::import_exception!(tessera.errors, TransformError);
 
 /// The Python exception for a reader error. The message is the reader's,
 /// which names the file it is about.

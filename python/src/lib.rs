@@ -12,6 +12,8 @@ mod field;
 mod iterator;
 mod loader;
 mod mixture;
+mod rows;
+mod transform;
 mod views;
 mod writer;
 

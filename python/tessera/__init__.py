@@ -16,6 +16,9 @@ contiguous buffer that every field of the batch views::
             ...
 
 Orders depend only on ``(seed, epoch)``, never on thread timing.
+``ds.transform(rows)`` applies the artifact's transforms (frozen statistics,
+vocabularies, hash) to new rows and returns the dict a loader yields for
+them, byte for byte what the build would have stored.
 :func:`mix` reads several sets as one weighted stream (exactly resumable,
 also with new weights). :mod:`tessera.torch` adapts a shard set or a mixture
 to ``torch.utils.data``. docs/ORDER.md states what is promised.
@@ -51,6 +54,7 @@ from tessera.errors import (
     NotFoundError,
     StorageError,
     TesseraError,
+    TransformError,
     UnsupportedVersionError,
 )
 
@@ -71,6 +75,7 @@ __all__ = [
     "NotFoundError",
     "StorageError",
     "TesseraError",
+    "TransformError",
     "UnsupportedVersionError",
     "__version__",
     "build",

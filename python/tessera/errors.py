@@ -26,6 +26,7 @@ __all__ = [
     "NotFoundError",
     "AlreadyExistsError",
     "ArgumentError",
+    "TransformError",
     "BuildError",
     "CompilerNotFoundError",
 ]
@@ -61,6 +62,13 @@ class AlreadyExistsError(StorageError, FileExistsError):
 
 class ArgumentError(TesseraError, ValueError):
     """An argument cannot be honoured (bad batch size, unknown split, ...)."""
+
+
+class TransformError(TesseraError, ValueError):
+    """Rows cannot be transformed: a column the fields read is missing, a value
+    does not convert to the type the build saw, a null meets a field without
+    ``fill_null``, or an expression needs DataFusion (the ``tessera``
+    command). The message names the column or field and the row."""
 
 
 class BuildError(TesseraError):

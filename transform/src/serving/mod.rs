@@ -9,7 +9,7 @@
 //! are those `tessera build` would have written for the same rows.
 //!
 //! The split is not applied (every row is encoded); the filter is, on
-//! request ([`Transform::filtering`]).
+//! request ([`Transform::apply_filtered`]).
 
 mod arrow_out;
 mod artifact;
@@ -143,7 +143,6 @@ pub struct Transform {
     encoder: RecordEncoder,
     inputs: Inputs,
     engine: Option<Arc<dyn SqlEngine>>,
-    apply_filter: bool,
     dir: Option<PathBuf>,
 }
 
@@ -153,7 +152,6 @@ impl std::fmt::Debug for Transform {
             .field("fields", &self.fields.len())
             .field("stride", &self.layout.stride)
             .field("engine", &self.engine.is_some())
-            .field("filter", &self.apply_filter)
             .finish()
     }
 }
@@ -202,7 +200,6 @@ impl Transform {
             encoder,
             inputs,
             engine: None,
-            apply_filter: false,
             dir: dir.map(Path::to_path_buf),
         })
     }
@@ -210,13 +207,6 @@ impl Transform {
     /// Uses `engine` for the SQL this crate does not evaluate.
     pub fn with_engine(mut self, engine: Arc<dyn SqlEngine>) -> Transform {
         self.engine = Some(engine);
-        self
-    }
-
-    /// Whether [`Transform::apply`] keeps only the rows the spec's filter
-    /// accepts (default: every row is encoded).
-    pub fn filtering(mut self, on: bool) -> Transform {
-        self.apply_filter = on;
         self
     }
 
@@ -256,15 +246,15 @@ impl Transform {
         self.inputs.recorded()
     }
 
-    /// The columns the fields (and the filter, when applied) read, in first-use
-    /// order; `None` when an expression needs an engine.
-    pub fn input_columns(&self) -> Option<Vec<String>> {
+    /// The columns the fields (and the filter, with `filter`) read, in
+    /// first-use order; `None` when an expression needs an engine.
+    pub fn input_columns(&self, filter: bool) -> Option<Vec<String>> {
         let mut out: Vec<String> = Vec::new();
         let exprs = self
             .inputs
             .fields
             .iter()
-            .chain(self.inputs.filter.iter().filter(|_| self.apply_filter));
+            .chain(self.inputs.filter.iter().filter(|_| filter));
         for e in exprs {
             let node = match crate::sql::parse(&e.sql) {
                 Ok(crate::sql::Parsed::Native(n)) => n,
@@ -292,9 +282,19 @@ impl Transform {
             .collect()
     }
 
-    /// Encodes `rows` (every row, or those the filter keeps).
+    /// Encodes every row of `rows`.
     pub fn apply(&self, rows: &RecordBatch) -> Result<Encoded, TransformError> {
-        let (inputs, kept) = self.field_inputs(rows)?;
+        self.encode(rows, false)
+    }
+
+    /// Encodes the rows of `rows` the spec's filter keeps (all of them when
+    /// the spec has no filter); [`Encoded::kept`] says which.
+    pub fn apply_filtered(&self, rows: &RecordBatch) -> Result<Encoded, TransformError> {
+        self.encode(rows, true)
+    }
+
+    fn encode(&self, rows: &RecordBatch, filter: bool) -> Result<Encoded, TransformError> {
+        let (inputs, kept) = self.field_inputs(rows, filter)?;
         let n = inputs.num_rows();
         let mut batch = Batch::zeroed(Arc::clone(&self.layout), n)?;
         self.encoder
@@ -311,26 +311,30 @@ impl Transform {
     }
 
     /// The fields' inputs for `rows` as the compiler's query would have
-    /// selected them (`__f{i}`, `__f{i}_{j}`), and the rows kept.
+    /// selected them (`__f{i}`, `__f{i}_{j}`), and with `filter` the rows
+    /// the filter keeps.
     pub fn field_inputs(
         &self,
         rows: &RecordBatch,
+        filter: bool,
     ) -> Result<(RecordBatch, Option<Vec<usize>>), TransformError> {
         let exprs: Vec<&Expr> = self.inputs.fields.iter().collect();
-        let filter = self.inputs.filter.as_ref().filter(|_| self.apply_filter);
+        let filter = self.inputs.filter.as_ref().filter(|_| filter);
         self.inputs
             .evaluate(rows, &exprs, filter, self.engine.as_deref())
     }
 
     /// The split each of `rows` would go to in a build (an index into the
-    /// split names, in spec order), after the filter when it is applied. For
-    /// reproducing a build; serving does not split.
-    pub fn splits(&self, rows: &RecordBatch) -> Result<Vec<u16>, TransformError> {
+    /// split names, in spec order), with `filter` for the rows the filter
+    /// keeps. For reproducing a build; serving does not split.
+    pub fn splits(&self, rows: &RecordBatch, filter: bool) -> Result<Vec<u16>, TransformError> {
+        let filter = self.inputs.filter.as_ref().filter(|_| filter);
         let Some(key) = &self.inputs.split else {
-            let n = self.field_inputs(rows)?.0.num_rows();
-            return Ok(vec![0; n]);
+            let (out, _) = self
+                .inputs
+                .evaluate(rows, &[], filter, self.engine.as_deref())?;
+            return Ok(vec![0; out.num_rows()]);
         };
-        let filter = self.inputs.filter.as_ref().filter(|_| self.apply_filter);
         let (out, _) = self
             .inputs
             .evaluate(rows, &[key], filter, self.engine.as_deref())?;
@@ -340,5 +344,10 @@ impl Transform {
             message: e.message,
         })?;
         Ok(got.unwrap_or_else(|| vec![0; out.num_rows()]))
+    }
+
+    /// The split names, in spec order (`["all"]` without a split).
+    pub fn split_names(&self) -> Vec<String> {
+        Splits::new(self.split.as_ref()).names
     }
 }
