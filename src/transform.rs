@@ -51,7 +51,7 @@ pub fn split_of(key: &[u8], cumulative: &[f64]) -> usize {
 /// of their squares, the minimum and the maximum. Exact sums make the mean and
 /// standard deviation a function of the multiset of values alone: the same
 /// bits whatever the order, the thread count or the way the input is cut.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Moments {
     /// Values seen.
     pub count: u64,

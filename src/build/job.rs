@@ -6,7 +6,9 @@
 use super::resources::batch_rows;
 use super::{BuildError, check_not_empty, layout_of, split_names};
 use crate::fingerprint;
-use crate::plan::{Chunk, Decision, OutputBudget, PlanOptions, Planner, ScanMetrics, StatsPartial};
+use crate::plan::{
+    Chunk, Decision, EncodeOutput, OutputBudget, PlanOptions, Planner, ScanMetrics, StatsPartial,
+};
 use crate::progress::Progress;
 use crate::spec::Spec;
 use crate::transform::{FrozenStats, SEMANTICS_VERSION};
@@ -99,7 +101,7 @@ impl Job<'_> {
 
         // Statistics pass: partials per chunk, merged in chunk order.
         let t = Instant::now();
-        let frozen: Vec<Option<Vec<FrozenStats>>> = if planner.needs_stats() {
+        let frozen = if planner.needs_stats() {
             let stage = self.progress.stage("stats", chunks.len() as u64);
             let partials: Vec<(StatsPartial, ScanMetrics)> = self.pool.install(|| {
                 chunks
@@ -115,11 +117,7 @@ impl Job<'_> {
                     .collect::<Result<_, _>>()
             })?;
             stage.finish();
-            let mut merged = planner.stats_partial();
-            for (p, _) in partials {
-                merged.merge(spec, p)?;
-            }
-            merged.freeze(spec, planner.max_vocab())?
+            freeze(spec, &planner, partials.into_iter().map(|(p, _)| p))?
         } else {
             vec![None; spec.fields.len()]
         };
@@ -127,8 +125,7 @@ impl Job<'_> {
 
         // Encode pass: each chunk writes its own shards.
         let t = Instant::now();
-        let shuffle = spec.order.shuffle_seed;
-        let encode_dir = if shuffle.is_some() {
+        let encode_dir = if spec.order.shuffle_seed.is_some() {
             let d = work.join("unshuffled");
             std::fs::create_dir_all(&d)
                 .map_err(|e| BuildError::Other(format!("{}: {e}", d.display())))?;
@@ -158,8 +155,71 @@ impl Job<'_> {
         stage.finish();
         seconds.insert("encode".to_string(), t.elapsed().as_secs_f64());
 
-        // Commit: shards split-major, chunk order within a split.
+        let t = Instant::now();
+        let commit = Commit {
+            spec,
+            layout: &layout,
+            hash: self.hash,
+            files: self.files,
+            canonical,
+            decision,
+            serial: planner.serial_reason().map(str::to_string),
+            chunks: chunks.len(),
+            frozen: &frozen,
+            allow_empty: self.allow_empty,
+            scan,
+        };
+        let out = commit.assemble(outputs, &encode_dir, staging)?;
+        seconds.insert("commit".to_string(), t.elapsed().as_secs_f64());
+        std::fs::remove_dir_all(&work)
+            .map_err(|e| BuildError::Other(format!("{}: {e}", work.display())))?;
+        Ok(out)
+    }
+}
+
+/// Merges statistics partials in chunk order and freezes them.
+pub(crate) fn freeze(
+    spec: &Spec,
+    planner: &Planner,
+    partials: impl IntoIterator<Item = StatsPartial>,
+) -> Result<Vec<Option<Vec<FrozenStats>>>, BuildError> {
+    let mut merged = planner.stats_partial();
+    for p in partials {
+        merged.merge(spec, p)?;
+    }
+    Ok(merged.freeze(spec, planner.max_vocab())?)
+}
+
+/// The last step of a build: the task outputs assembled into a manifest.
+pub(crate) struct Commit<'a> {
+    pub(crate) spec: &'a Spec,
+    pub(crate) layout: &'a RecordLayout,
+    pub(crate) hash: &'a str,
+    pub(crate) files: &'a [fingerprint::InputFile],
+    pub(crate) canonical: serde_json::Value,
+    pub(crate) decision: Decision,
+    pub(crate) serial: Option<String>,
+    pub(crate) chunks: usize,
+    pub(crate) frozen: &'a [Option<Vec<FrozenStats>>],
+    pub(crate) allow_empty: bool,
+    /// Counters of work done outside the encode tasks (a global query).
+    pub(crate) scan: ScanMetrics,
+}
+
+impl Commit<'_> {
+    /// Orders the shards split-major and chunk order within a split, refuses
+    /// an empty set (unless allowed), shuffles if the spec asks, checks the
+    /// inputs are unchanged, and returns the manifest. The shards written in
+    /// `encode_dir` end up in `staging`.
+    pub(crate) fn assemble(
+        self,
+        outputs: Vec<(EncodeOutput, ScanMetrics)>,
+        encode_dir: &Path,
+        staging: &Path,
+    ) -> Result<(Manifest, Built), BuildError> {
+        let spec = self.spec;
         let names = split_names(spec);
+        let mut scan = self.scan;
         let mut rows_kept = 0;
         let mut shards: Vec<ShardInfo> = Vec::new();
         let mut splits = Vec::new();
@@ -172,7 +232,7 @@ impl Job<'_> {
                         shards.push(info.clone());
                     }
                 }
-                rows += out.rows_per_split[s];
+                rows += out.rows_per_split.get(s).copied().unwrap_or(0);
             }
             splits.push(SplitInfo {
                 name: name.clone(),
@@ -188,58 +248,65 @@ impl Job<'_> {
         if !self.allow_empty {
             check_not_empty(spec, &splits, rows_kept, &scan)?;
         }
-
-        let t = Instant::now();
-        if let Some(seed) = shuffle {
-            let (s2, sp2) = shuffle_splits(
-                &encode_dir,
+        if let Some(seed) = spec.order.shuffle_seed {
+            (shards, splits) = shuffle_splits(
+                encode_dir,
                 staging,
-                &layout,
+                self.layout,
                 shards,
                 splits,
                 seed,
                 spec.shards.target_bytes,
             )?;
-            shards = s2;
-            splits = sp2;
+        } else if encode_dir != staging {
+            for sh in &shards {
+                move_file(&encode_dir.join(&sh.file), &staging.join(&sh.file))?;
+            }
         }
-        seconds.insert("shuffle".to_string(), t.elapsed().as_secs_f64());
-        std::fs::remove_dir_all(&work)
-            .map_err(|e| BuildError::Other(format!("{}: {e}", work.display())))?;
 
         // The inputs must still be what was hashed: a file that changed while
         // the build read it would publish data under a hash it does not have.
         fingerprint::recheck(self.files)?;
 
-        let mut manifest = Manifest::new(layout.clone(), shards, splits)?;
+        let mut manifest = Manifest::new(self.layout.clone(), shards, splits)?;
         manifest.artifact_hash = self.hash.to_string();
         manifest.name = spec.name.clone();
         manifest.created_by = format!("tessera {}", env!("CARGO_PKG_VERSION"));
-        manifest.spec = canonical;
+        manifest.spec = self.canonical;
         manifest.inputs = fingerprint::manifest_inputs(self.files);
-        let (stats, files) = stats_json(spec, &frozen, staging)?;
+        let (stats, files) = stats_json(spec, self.frozen, staging)?;
         manifest.stats = stats;
         manifest.files = files;
         manifest.build = serde_json::json!({
             "semantics_version": SEMANTICS_VERSION,
-            "plan": decision.kind(),
-            "plan_detail": decision,
-            "plan_serial": planner.serial_reason(),
-            "chunks": chunks.len(),
+            "plan": self.decision.kind(),
+            "plan_detail": self.decision,
+            "plan_serial": self.serial,
+            "chunks": self.chunks,
             "rows_kept": rows_kept,
             "scan": scan,
         });
         Ok((
             manifest,
             Built {
-                serial: planner.serial_reason().map(str::to_string),
-                decision,
-                chunks: chunks.len(),
+                serial: self.serial,
+                decision: self.decision,
+                chunks: self.chunks,
                 scan,
                 rows_kept,
             },
         ))
     }
+}
+
+/// Moves a file (renaming when it can, copying across file systems).
+fn move_file(from: &Path, to: &Path) -> Result<(), BuildError> {
+    if std::fs::rename(from, to).is_ok() {
+        return Ok(());
+    }
+    std::fs::copy(from, to)
+        .and_then(|_| std::fs::remove_file(from))
+        .map_err(|e| BuildError::Other(format!("{} -> {}: {e}", from.display(), to.display())))
 }
 
 /// Vocabularies longer than this go to a file of their own beside the

@@ -31,7 +31,7 @@ pub fn column(batch: &RecordBatch, name: &str, field: &str) -> Result<ArrayRef, 
 }
 
 /// The task's output: its shards in order, with the split each belongs to.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct EncodeOutput {
     /// `(split index, shard)` in write order.
     pub shards: Vec<(usize, ShardInfo)>,

@@ -34,6 +34,7 @@ mod vocab;
 pub use chunking::{Chunk, Decision};
 pub use encode::{EncodeOutput, OutputBudget};
 pub use stats::StatsPartial;
+pub use vocab::SpillConfig;
 
 use crate::spec::{Source, SourceFormat, Spec, Transform};
 use datafusion::arrow::ipc::reader::FileReader;
@@ -382,11 +383,15 @@ impl Planner {
     /// Empty statistics whose vocabularies may hold a share of the memory
     /// limit before they spill sorted counts to the work directory.
     pub fn stats_partial(&self) -> StatsPartial {
-        let spill = self.opts.work_dir.as_ref().map(|dir| vocab::SpillConfig {
+        StatsPartial::with_spill(&self.spec, self.spill())
+    }
+
+    /// Where and how much vocabulary counts may hold before they spill.
+    pub fn spill(&self) -> Option<vocab::SpillConfig> {
+        self.opts.work_dir.as_ref().map(|dir| vocab::SpillConfig {
             dir: dir.clone(),
             budget: (self.opts.memory_limit / 4 / self.opts.threads.max(1) as u64) as usize,
-        });
-        StatsPartial::with_spill(&self.spec, spill)
+        })
     }
 
     /// Most values a frozen vocabulary may hold: all vocabularies together
