@@ -245,11 +245,21 @@ fn format_value(b: &[u8], d: DType) -> String {
         DType::I32 => i32::from_le_bytes(a4(b)).to_string(),
         DType::U64 => u64::from_le_bytes(a8(b)).to_string(),
         DType::I64 => i64::from_le_bytes(a8(b)).to_string(),
-        DType::F16 => format!("{:.4}", half::f16::from_le_bytes(a2(b)).to_f32()),
-        DType::Bf16 => format!("{:.4}", half::bf16::from_le_bytes(a2(b)).to_f32()),
-        DType::F32 => format!("{:.6}", f32::from_le_bytes(a4(b))),
-        DType::F64 => format!("{:.6}", f64::from_le_bytes(a8(b))),
+        DType::F16 => fixed(f64::from(half::f16::from_le_bytes(a2(b)).to_f32()), 4),
+        DType::Bf16 => fixed(f64::from(half::bf16::from_le_bytes(a2(b)).to_f32()), 4),
+        DType::F32 => fixed(f64::from(f32::from_le_bytes(a4(b))), 6),
+        DType::F64 => fixed(f64::from_le_bytes(a8(b)), 6),
     }
+}
+
+/// `x` with `digits` decimals, trailing zeros dropped (`1`, `0.5`,
+/// `-0.808653`), so one-hot vectors and whole numbers read as such.
+fn fixed(x: f64, digits: usize) -> String {
+    let s = format!("{x:.digits$}");
+    if !x.is_finite() || !s.contains('.') {
+        return s;
+    }
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// The first `n` records as an aligned text table.
@@ -271,14 +281,63 @@ pub fn head(ds: &Dataset, n: u64) -> String {
         .zip(&widths)
         .map(|(f, w)| format!("{:<w$}", f.name))
         .collect();
-    let _ = writeln!(s, "{}", header.join("  "));
+    let _ = writeln!(s, "{}", header.join("  ").trim_end());
     for r in rows {
         let cells: Vec<String> = r
             .iter()
             .zip(&widths)
             .map(|(c, w)| format!("{c:<w$}"))
             .collect();
-        let _ = writeln!(s, "{}", cells.join("  "));
+        let _ = writeln!(s, "{}", cells.join("  ").trim_end());
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_drop_trailing_zeros_only() {
+        assert_eq!(fixed(1.0, 6), "1");
+        assert_eq!(fixed(0.0, 6), "0");
+        assert_eq!(fixed(-0.5, 6), "-0.5");
+        assert_eq!(fixed(-0.8086531, 6), "-0.808653");
+        assert_eq!(fixed(100.0, 4), "100");
+        assert_eq!(fixed(f64::NAN, 6), "NaN");
+        assert_eq!(fixed(f64::INFINITY, 6), "inf");
+    }
+
+    #[test]
+    fn a_long_vocabulary_shows_its_first_values_quoted() {
+        let values: Vec<String> = (0..12).map(|i| format!("v{i}")).collect();
+        let mut values = values;
+        values[1] = String::new();
+        values[2] = "x".repeat(60);
+        let counts: Vec<u64> = (0..12).rev().map(|c| c + 1).collect();
+        let text = describe(
+            "f",
+            &FrozenStats::Vocab {
+                values,
+                counts,
+                oov: -1,
+            },
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].ends_with("12 values (ids 1 to 12); other values and nulls get -1"));
+        assert_eq!(lines.len(), 1 + 1 + VOCAB_SHOWN + 1, "{text}");
+        assert_eq!(
+            lines[2].split_whitespace().collect::<Vec<_>>(),
+            ["1", "12", "\"v0\""]
+        );
+        assert_eq!(
+            lines[3].split_whitespace().collect::<Vec<_>>(),
+            ["2", "11", "\"\""]
+        );
+        assert!(
+            lines[4].ends_with(&format!("{:?}...", "x".repeat(VALUE_WIDTH))),
+            "{text}"
+        );
+        assert!(lines[12].trim().starts_with("... and 2 more"), "{text}");
+    }
 }
