@@ -3,7 +3,7 @@
 # installs what is missing (mold, and a virtual environment in .venv with the
 # Python packages), then the Rust tests (unit, integration, doc), the wheel
 # (binding + CLI) and the Python tests against it, including its install into
-# a fresh virtual environment with no Rust, the differential suite (every
+# a fresh virtual environment with no Rust and docs/GUIDE.md run as written, the differential suite (every
 # query of a corpus against DuckDB, across thread counts and input cuts), and
 # a short fuzz run of the format parsers.
 #   ./test.sh                   everything
