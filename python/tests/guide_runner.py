@@ -51,6 +51,7 @@ GUIDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "do
 FENCE = re.compile(r"^([ \t]*)```(\S*)[ \t]*(.*)$")
 HEX = re.compile(r"\b[0-9a-f]{8,64}\b")
 FULL_HASH = re.compile(r"\b[0-9a-f]{64}\b")
+PREFIX = re.compile(r"\b(?=[0-9]*[a-f])[0-9a-f]{16,63}\b")
 # Durations and rates, as the CLI and the guide's scripts print them.
 VARYING = [
     (re.compile(r"\b\d+(?:\.\d+)?(?:s|ms|m|h|d) ago\b"), "<age> ago"),
@@ -185,11 +186,22 @@ class Hashes:
         self.run_to_guide: Dict[str, str] = {}
 
     def learn(self, guide: List[str], run: List[str]) -> None:
+        """Pairs the full hashes of one command's output, in order, then
+        shorter hash prefixes (16 digits or more, with a letter) at the same
+        place of the same line (`building penguins -> a4c65f3a5c0ff5b6` of a
+        build that fails before printing its full hash)."""
         g = FULL_HASH.findall("\n".join(guide))
         r = FULL_HASH.findall("\n".join(run))
         if len(g) == len(r):
             for a, b in zip(r, g):
                 self.run_to_guide.setdefault(a, b)
+        if len(guide) == len(run):
+            for gl, rl in zip(guide, run):
+                gs, rs = PREFIX.findall(gl), PREFIX.findall(rl)
+                if len(gs) == len(rs):
+                    for a, b in zip(rs, gs):
+                        if self.to_guide(a) == a:  # not known yet
+                            self.run_to_guide.setdefault(a, b)
 
     def to_guide(self, text: str) -> str:
         def sub(m: "re.Match[str]") -> str:

@@ -73,7 +73,8 @@ def test_the_runner_reports_a_changed_output_and_a_wrong_exit_code(tmp_path: "os
 def test_the_runner_writes_files_keeps_the_directory_and_maps_hashes(tmp_path: "os.PathLike[str]") -> None:
     # The "guide" shows one hash; this run prints another (the digest of a
     # file with the run's own temporary path in it). The later command uses
-    # the guide's prefix and must get the run's.
+    # the guide's prefix and must get the run's. A 16-digit prefix printed
+    # alone stands for the guide's as well.
     guide_hash = "ab" * 32
     path = write_guide(tmp_path, "\n".join([
         "```text guide file=note.txt",
@@ -90,6 +91,8 @@ def test_the_runner_writes_files_keeps_the_directory_and_maps_hashes(tmp_path: "
         "took 9.99s at 12 MB/s",
         f"$ ls -d {guide_hash[:8]}* | cut -c1-12",
         guide_hash[:12],
+        "$ echo building x '->' $( (pwd; echo x) | sha256sum | cut -c1-16)",
+        "building x -> " + "cd" * 8,
         "```",
         "",
     ]))
