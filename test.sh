@@ -3,9 +3,9 @@
 # installs what is missing (mold, and a virtual environment in .venv with the
 # Python packages), then the Rust tests (unit, integration, doc), the wheel
 # (binding + CLI) and the Python tests against it, including its install into
-# a fresh virtual environment with no Rust, the differential suite (every
-# query of a corpus against DuckDB, across thread counts and input cuts), and
-# a short fuzz run of the format parsers.
+# a fresh virtual environment with no Rust and docs/GUIDE.md run as written,
+# the differential suite (every query of a corpus against DuckDB, across
+# thread counts and input cuts), and a short fuzz run of the format parsers.
 #   ./test.sh                   everything
 #   FUZZ_SECONDS=0 ./test.sh    skip the fuzz run
 #   TESSERA_LINT=1 ./test.sh    also rustfmt --check and clippy -D warnings

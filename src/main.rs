@@ -243,21 +243,31 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     .collect();
                 if report.cache_hit {
                     println!(
-                        "cache hit in {:.3}s",
-                        report.seconds.get("total").copied().unwrap_or(0.0)
+                        "cache hit in {:.3}s: {} rows ({})",
+                        report.seconds.get("total").copied().unwrap_or(0.0),
+                        report.rows_kept,
+                        rows.join(" ")
                     );
                 } else {
                     let s = &report.scan;
+                    // Pruning is reported where there was something to
+                    // prune: CSV and JSON sources have no row groups.
+                    let groups = s.row_groups_pruned + s.row_groups_matched;
+                    let pruned = if groups > 0 || s.files_pruned > 0 {
+                        format!(
+                            ", pruned {} file(s) and {} of {groups} row groups",
+                            s.files_pruned, s.row_groups_pruned
+                        )
+                    } else {
+                        String::new()
+                    };
                     println!(
-                        "built in {:.2}s: {} rows scanned, {} kept ({}), pruned {} file(s) and {} of {} row groups, {:.1} MB written",
+                        "built in {:.2}s: {} rows scanned, {} kept ({}){pruned}, {} written",
                         report.seconds.get("total").copied().unwrap_or(0.0),
                         s.rows_scanned,
                         report.rows_kept,
                         rows.join(" "),
-                        s.files_pruned,
-                        s.row_groups_pruned,
-                        s.row_groups_pruned + s.row_groups_matched,
-                        report.bytes as f64 / 1e6
+                        tessera::cache::format_bytes(report.bytes)
                     );
                     let stages: Vec<String> = report
                         .seconds
@@ -269,8 +279,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
                 match (&report.plan_source, &report.plan_operator) {
                     (Some(source), _) => println!(
-                        "plan: chunked over source {source:?} ({} chunks)",
-                        report.chunks
+                        "plan: chunked over source {source:?} ({} chunk{})",
+                        report.chunks,
+                        if report.chunks == 1 { "" } else { "s" }
                     ),
                     (None, Some(op)) => println!(
                         "plan: global ({op}): {}{}",
@@ -402,27 +413,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if json {
                 println!("{}", serde_json::to_string(&r)?);
             } else {
-                println!(
-                    "{} samples in {:.3}s: {:.0} samples/s, {:.2} GB/s ({}, batch {}, {} thread(s))",
-                    r.samples,
-                    r.seconds,
-                    r.samples_per_sec,
-                    r.gb_per_sec,
-                    if shuffle { "shuffled" } else { "sequential" },
-                    batch_size,
-                    threads
-                );
-                if step_ms > 0.0 {
-                    println!(
-                        "step {step_ms} ms: data stall {:.1}% of wall time ({})",
-                        r.stall_fraction * 100.0,
-                        if r.stall_fraction > 0.05 {
-                            "the loader is the bottleneck"
-                        } else {
-                            "the model is the bottleneck"
-                        }
-                    );
-                }
+                print!("{}", bench::format_report(&r));
             }
         }
     }

@@ -105,9 +105,9 @@ impl Stage {
         let secs = self.started.elapsed().as_secs_f64().max(1e-3);
         if bytes > 0 {
             format!(
-                "{rows} rows, {:.1} MB, {:.1} MB/s",
-                bytes as f64 / 1e6,
-                bytes as f64 / 1e6 / secs
+                "{rows} rows, {}, {}/s",
+                crate::cache::format_bytes(bytes),
+                crate::cache::format_bytes((bytes as f64 / secs) as u64)
             )
         } else {
             format!("{rows} rows")
