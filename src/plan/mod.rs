@@ -710,11 +710,13 @@ impl Planner {
         let mut partial = self.stats_partial();
         let what = self.describe(chunk);
         let mut first = 0u64;
-        let metrics = self.run(chunk, sql::Columns::Stats, |batch| {
-            let at = stats::Rows { what: &what, first };
-            first += batch.num_rows() as u64;
-            partial.update(&self.spec, batch, &at)
-        })?;
+        let metrics = self
+            .run(chunk, sql::Columns::Stats, |batch| {
+                let at = stats::Rows { what: &what, first };
+                first += batch.num_rows() as u64;
+                partial.update(&self.spec, batch, &at)
+            })
+            .map_err(|e| self.with_input_row(chunk, e))?;
         Ok((partial, metrics))
     }
 
