@@ -55,6 +55,45 @@ enum Command {
         #[arg(long, value_parser = parse_size_arg, value_name = "SIZE")]
         max_output: Option<u64>,
     },
+    /// Plan a build without running it: the hash, the chunks and the tasks,
+    /// written to WORK_DIR/plan.json for `tessera task` and `tessera commit`.
+    Plan {
+        /// The spec file.
+        spec: PathBuf,
+        /// Artifact cache directory.
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+        /// Where the tasks write their outputs (default: under the cache's tmp/).
+        #[arg(long)]
+        work_dir: Option<PathBuf>,
+        /// Memory limit of every task, e.g. 2GiB.
+        #[arg(long, value_parser = parse_size_arg)]
+        memory_limit: Option<u64>,
+        /// Threads of a global query's task.
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Print the plan as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run one task of a plan (idempotent: a rerun rewrites the same output).
+    Task {
+        /// The plan file (plan.json).
+        plan: PathBuf,
+        /// The task id, e.g. stats-00003, freeze, shard-00003, global.
+        id: String,
+    },
+    /// Assemble a plan's task outputs and publish the artifact.
+    Commit {
+        /// The plan file (plan.json).
+        plan: PathBuf,
+        /// Publish even if a split, or the whole artifact, holds no rows.
+        #[arg(long)]
+        allow_empty: bool,
+        /// Print one JSON object, as `tessera build --json` does.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         /// The shell.
@@ -307,6 +346,69 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 println!("{}", serde_json::to_string_pretty(&e)?);
             } else {
                 print!("{}", tessera::build::format_explanation(&e));
+            }
+        }
+        Command::Plan {
+            spec,
+            cache_dir,
+            work_dir,
+            memory_limit,
+            threads,
+            json,
+        } => {
+            let p = tessera::build::plan(
+                &spec,
+                cache_dir.as_deref(),
+                work_dir.as_deref(),
+                &BuildOptions {
+                    memory_limit,
+                    threads,
+                    ..Default::default()
+                },
+            )?;
+            if json {
+                println!("{}", serde_json::to_string(&p)?);
+            } else if let Some(path) = &p.cached {
+                println!("cached: {} (nothing to run)", path.display());
+            } else {
+                if let Some(d) = &p.decision {
+                    println!("plan: {}", d.describe());
+                }
+                println!("hash: {}", p.hash);
+                println!("plan file: {}", p.work_dir.join("plan.json").display());
+                for t in &p.tasks {
+                    if t.after.is_empty() {
+                        println!("task {}", t.id);
+                    } else {
+                        println!("task {} (after {})", t.id, t.after.join(", "));
+                    }
+                }
+                println!(
+                    "then: tessera commit {}",
+                    p.work_dir.join("plan.json").display()
+                );
+            }
+        }
+        Command::Task { plan, id } => {
+            tessera::build::run_task(&plan, &id)?;
+        }
+        Command::Commit {
+            plan,
+            allow_empty,
+            json,
+        } => {
+            let r = tessera::build::commit(
+                &plan,
+                &BuildOptions {
+                    allow_empty,
+                    ..Default::default()
+                },
+            )?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!("hash: {}", r.hash);
+                println!("path: {}", r.path.display());
             }
         }
         Command::Completions { shell } => {

@@ -12,9 +12,11 @@
 mod errors;
 mod job;
 mod resources;
+mod tasks;
 
 pub use job::VOCAB_INLINE;
 pub use resources::{BATCH_ROWS, default_memory_limit, free_bytes};
+pub use tasks::{BuildPlan, PLAN_FORMAT, Task, TaskKind, commit, plan, run_task};
 
 use crate::cache::Cache;
 use crate::fingerprint::{self, SourceFiles};
