@@ -306,6 +306,7 @@ impl Job<'_> {
             ));
         }
         seconds.insert("plan".to_string(), t.elapsed().as_secs_f64());
+        crate::fault::point("build.planned");
 
         let mut scan = ScanMetrics::default();
         if let Decision::Global { .. } = decision {
@@ -427,12 +428,14 @@ impl Job<'_> {
             splits = sp2;
         }
         seconds.insert("shuffle".to_string(), t.elapsed().as_secs_f64());
+        crate::fault::point("build.shuffled");
         std::fs::remove_dir_all(&work)
             .map_err(|e| BuildError::Other(format!("{}: {e}", work.display())))?;
 
         // The inputs must still be what was hashed: a file that changed while
         // the build read it would publish data under a hash it does not have.
         fingerprint::recheck(self.files)?;
+        crate::fault::point("build.rechecked");
 
         let mut manifest = Manifest::new(layout.clone(), shards, splits)?;
         manifest.artifact_hash = self.hash.to_string();

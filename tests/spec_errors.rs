@@ -950,10 +950,20 @@ fn more_than_256_splits_are_refused_when_read() {
 fn chunks_and_nonfinite_keys() {
     let mut lines = VALID.to_vec();
     lines.push("chunks: { target_bytes: 1KiB }");
-    check(&parse_err(&lines), "chunks.target_bytes", Some(7), "at least 4KiB");
+    check(
+        &parse_err(&lines),
+        "chunks.target_bytes",
+        Some(7),
+        "at least 4KiB",
+    );
     let mut lines = VALID.to_vec();
     lines.push("chunks: { target_bytes: -5 }");
-    check(&parse_err(&lines), "chunks.target_bytes", Some(7), "cannot be negative");
+    check(
+        &parse_err(&lines),
+        "chunks.target_bytes",
+        Some(7),
+        "cannot be negative",
+    );
     let lines = [
         "version: 1",
         "name: t",
@@ -962,7 +972,12 @@ fn chunks_and_nonfinite_keys() {
         "fields:",
         "  x: { dtype: f32, column: x, nonfinite: exclude }",
     ];
-    check(&parse_err(&lines), "fields.x.nonfinite", Some(6), "standardize or min_max");
+    check(
+        &parse_err(&lines),
+        "fields.x.nonfinite",
+        Some(6),
+        "standardize or min_max",
+    );
     let lines = [
         "version: 1",
         "name: t",
@@ -971,5 +986,10 @@ fn chunks_and_nonfinite_keys() {
         "fields:",
         "  x: { dtype: f32, column: x, transform: standardize, nonfinite: skip }",
     ];
-    check(&parse_err(&lines), "fields.x.nonfinite", Some(6), "unknown nonfinite policy");
+    check(
+        &parse_err(&lines),
+        "fields.x.nonfinite",
+        Some(6),
+        "unknown nonfinite policy",
+    );
 }

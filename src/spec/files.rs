@@ -7,6 +7,7 @@
 //! absolute, sorted and deduplicated: the deterministic input order.
 
 use super::{CsvOptions, Source, SourceFormat, SpecError, SpecLocations};
+use crate::pathkind::PathKind;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -36,19 +37,33 @@ pub(super) fn resolve_source(
         spec_dir.join(written)
     };
 
-    let is_dir = full.is_dir();
+    let kind = PathKind::of(&full);
+    let is_dir = matches!(kind, PathKind::Dir);
+    // Devices, fifos and sockets a glob or a directory walk passes over: named
+    // when nothing else is found, so "matches no files" does not mislead.
+    let mut skipped = Vec::new();
     let mut files = if is_glob(&source.path) {
-        glob_files(&full, spec_dir, written.is_absolute()).map_err(&fail)?
+        glob_files(&full, spec_dir, written.is_absolute(), &mut skipped).map_err(&fail)?
     } else if is_dir {
-        walk_dir(&full).map_err(&fail)?
-    } else if full.is_file() {
-        vec![full.clone()]
+        walk_dir(&full, &mut skipped).map_err(&fail)?
     } else {
-        return Err(fail(format!(
-            "no such file or directory: {} (relative paths start at the spec's directory, {})",
-            full.display(),
-            spec_dir.display()
-        )));
+        match kind {
+            PathKind::File => vec![full.clone()],
+            PathKind::Missing => {
+                return Err(fail(format!(
+                    "no such file or directory: {} (relative paths start at the spec's directory, {})",
+                    full.display(),
+                    spec_dir.display()
+                )));
+            }
+            other => {
+                return Err(fail(format!(
+                    "{} {}; a source is a data file, a glob or a directory",
+                    full.display(),
+                    other.describe()
+                )));
+            }
+        }
     };
     files.sort();
     files.dedup();
@@ -61,8 +76,16 @@ pub(super) fn resolve_source(
         files.retain(|f| SourceFormat::from_path(&f.to_string_lossy()) == Some(source.format));
     }
     if files.is_empty() {
+        let note = match skipped.first() {
+            Some(first) => format!(
+                " (skipped {} path(s) that are not regular files: {first}{})",
+                skipped.len(),
+                if skipped.len() > 1 { ", ..." } else { "" }
+            ),
+            None => String::new(),
+        };
         return Err(fail(format!(
-            "{:?} matches no {} files",
+            "{:?} matches no {} files{note}",
             source.path,
             source.format.name()
         )));
@@ -106,7 +129,12 @@ fn is_glob(path: &str) -> bool {
     path.contains(['*', '?', '['])
 }
 
-fn glob_files(full: &Path, spec_dir: &Path, absolute: bool) -> Result<Vec<PathBuf>, String> {
+fn glob_files(
+    full: &Path,
+    spec_dir: &Path,
+    absolute: bool,
+    skipped: &mut Vec<String>,
+) -> Result<Vec<PathBuf>, String> {
     // The spec's directory is literal text, not part of the pattern: a folder
     // named `data[1]` must not turn into a character class.
     let pattern = if absolute {
@@ -133,15 +161,18 @@ fn glob_files(full: &Path, spec_dir: &Path, absolute: bool) -> Result<Vec<PathBu
     for entry in paths {
         let path =
             entry.map_err(|e| format!("cannot read {}: {}", e.path().display(), e.error()))?;
-        if path.is_file() {
-            files.push(path);
+        match PathKind::of(&path) {
+            PathKind::File => files.push(path),
+            PathKind::Dir => {}
+            other => skipped.push(format!("{} {}", path.display(), other.describe())),
         }
     }
     Ok(files)
 }
 
-/// Every non-hidden file under `dir`.
-fn walk_dir(dir: &Path) -> Result<Vec<PathBuf>, String> {
+/// Every non-hidden file under `dir`; devices, fifos and sockets are passed
+/// over (and listed in `skipped`), broken or looping symlinks are errors.
+fn walk_dir(dir: &Path, skipped: &mut Vec<String>) -> Result<Vec<PathBuf>, String> {
     let mut files = Vec::new();
     let mut stack = vec![(dir.to_path_buf(), 0usize)];
     while let Some((current, depth)) = stack.pop() {
@@ -162,12 +193,13 @@ fn walk_dir(dir: &Path) -> Result<Vec<PathBuf>, String> {
             }
             let path = entry.path();
             // Follows symlinks, as the planner's reads will.
-            let meta =
-                fs::metadata(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            if meta.is_dir() {
-                stack.push((path, depth + 1));
-            } else if meta.is_file() {
-                files.push(path);
+            match PathKind::of(&path) {
+                PathKind::Dir => stack.push((path, depth + 1)),
+                PathKind::File => files.push(path),
+                special @ PathKind::Special(_) => {
+                    skipped.push(format!("{} {}", path.display(), special.describe()));
+                }
+                other => return Err(format!("{} {}", path.display(), other.describe())),
             }
         }
     }

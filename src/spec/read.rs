@@ -187,6 +187,17 @@ impl<'a> Item<'a> {
         Ok(s)
     }
 
+    /// SQL text, accepted by `check` (one of the checks in `sql.rs`).
+    pub fn sql(
+        &self,
+        ctx: &Ctx<'_>,
+        check: fn(&str) -> Result<(), String>,
+    ) -> Result<&'a str, SpecError> {
+        let text = self.text(ctx)?;
+        check(text).map_err(|message| self.error(ctx, message))?;
+        Ok(text)
+    }
+
     pub fn boolean(&self, ctx: &Ctx<'_>) -> Result<bool, SpecError> {
         match self.node.kind {
             Kind::Bool(b) => Ok(b),
