@@ -45,7 +45,7 @@ pub enum SpecError {
     },
     /// Well-formed YAML that is not a valid spec: an unknown key, a value of
     /// the wrong type, or a combination of settings that cannot work.
-    #[error("{}: {key}: {message}", Prefix(file, *line))]
+    #[error("{}: {}{message}", Prefix(file, *line), KeyPrefix(key))]
     Invalid {
         /// The spec file.
         file: PathBuf,
@@ -110,6 +110,18 @@ impl SpecError {
             | SpecError::Limit { message, .. }
             | SpecError::Invalid { message, .. }
             | SpecError::Files { message, .. } => message.clone(),
+        }
+    }
+}
+
+/// `key: `, or nothing for an error about the whole document.
+struct KeyPrefix<'a>(&'a str);
+
+impl fmt::Display for KeyPrefix<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            "" => Ok(()),
+            key => write!(f, "{key}: "),
         }
     }
 }

@@ -314,10 +314,16 @@ fn check_fits(
     if whole && in_range {
         Ok(())
     } else {
+        // Huge values print in scientific notation rather than as 300 digits.
+        let shown = if value.abs() >= 1e16 {
+            format!("{value:e}")
+        } else {
+            value.to_string()
+        };
         Err(item.error(
             ctx,
             format!(
-                "{key} {value} cannot be stored as {dtype} (range {}..={})",
+                "{key} {shown} cannot be stored as {dtype} (range {}..={})",
                 int_min(dtype),
                 int_max(dtype)
             ),

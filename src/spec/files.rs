@@ -30,6 +30,24 @@ pub(super) fn resolve_source(
         message,
     };
 
+    if source.path.contains('\0') {
+        return Err(fail(format!(
+            "{:?} contains a NUL character, which no file name can",
+            source.path
+        )));
+    }
+    if let Some((scheme, _)) = source.path.split_once("://")
+        && !scheme.is_empty()
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+    {
+        return Err(fail(format!(
+            "{:?} is a URL; sources are local files, globs or directories (copy the data \
+             to a local disk first)",
+            source.path
+        )));
+    }
     let written = Path::new(&source.path);
     let full = if written.is_absolute() {
         written.to_path_buf()
@@ -50,8 +68,13 @@ pub(super) fn resolve_source(
         match kind {
             PathKind::File => vec![full.clone()],
             PathKind::Missing => {
+                let tilde = if source.path.starts_with('~') {
+                    "; `~` is not expanded, write the home directory out"
+                } else {
+                    ""
+                };
                 return Err(fail(format!(
-                    "no such file or directory: {} (relative paths start at the spec's directory, {})",
+                    "no such file or directory: {} (relative paths start at the spec's directory, {}{tilde})",
                     full.display(),
                     spec_dir.display()
                 )));

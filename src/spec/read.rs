@@ -155,6 +155,22 @@ impl<'a> Item<'a> {
     }
 
     fn expected(&self, ctx: &Ctx<'_>, what: &str) -> SpecError {
+        // The YAML parser reads integers beyond 64 bits as floats, whose
+        // digits would then be shown rounded.
+        if let Kind::Float(x) = self.node.kind
+            && what == "an integer"
+            && x.fract() == 0.0
+            && x.abs() >= 9.2e18
+        {
+            return self.value_error(
+                ctx,
+                format!(
+                    "expected an integer, found a number too large for one (about {x:e}; \
+                     integers here go up to {})",
+                    u64::MAX
+                ),
+            );
+        }
         let hint = match &self.node.kind {
             Kind::Int(_) | Kind::Float(_) | Kind::Bool(_) if what.contains("string") => {
                 " (put it in quotes to make it a string)"

@@ -17,6 +17,8 @@ pub(super) const MAX_DEPTH: usize = 32;
 pub(super) const MAX_NODES: usize = 250_000;
 /// Most anchors (`&name`), and most aliases (`*name`).
 pub(super) const MAX_ANCHORS: usize = 1_000;
+/// The scanner's words for flow collections nested past its own limit.
+const NESTED_TOO_DEEPLY: &str = "lists and mappings nest too deeply";
 /// Most bytes of scalar text, alias expansions included.
 pub(super) const MAX_SCALAR_BYTES: usize = 16 << 20;
 
@@ -117,11 +119,16 @@ pub(super) fn parse(text: &str) -> Result<Node, SyntaxError> {
                     message: breach_message(breach, alias_lines(err)),
                     limit: true,
                 },
-                None => SyntaxError {
-                    line,
-                    message: strip_location(&err.to_string()),
-                    limit: false,
-                },
+                None => {
+                    let message = strip_location(&err.to_string());
+                    // The scanner's own nesting limit (deep flow collections).
+                    let limit = message.starts_with(NESTED_TOO_DEEPLY);
+                    SyntaxError {
+                        line,
+                        message,
+                        limit,
+                    }
+                }
             })
         }
     }
@@ -208,9 +215,7 @@ fn strip_location(message: &str) -> String {
     };
     let trimmed = trimmed.trim();
     if trimmed.starts_with("recursion limit exceeded") {
-        return format!(
-            "lists and mappings nest too deeply (a spec needs a few levels, at most {MAX_DEPTH})"
-        );
+        return format!("{NESTED_TOO_DEEPLY} (a spec needs a few levels, at most {MAX_DEPTH})");
     }
     if trimmed.starts_with("multiple YAML documents") {
         return "a spec is a single YAML document; remove the `---` separator".to_string();
