@@ -169,6 +169,20 @@ fn parse_size_arg(s: &str) -> Result<u64, String> {
     tessera::spec::parse_size(s)
 }
 
+/// A build that ran out of disk space says so wherever in the pipeline the
+/// write failed, followed by what to do.
+fn disk_full_hint(e: tessera::BuildError) -> anyhow::Error {
+    let msg = e.to_string();
+    if msg.contains("No space left on device") && !msg.contains("nothing was published") {
+        anyhow::anyhow!(
+            "{msg}; the disk is full and nothing was published (free space, or point \
+             --cache-dir or TESSERA_CACHE_DIR at a larger disk)"
+        )
+    } else {
+        e.into()
+    }
+}
+
 /// Most build threads: more would only add memory and scheduling overhead
 /// (each one also gets a query partition), and absurd counts hang the start.
 const MAX_BUILD_THREADS: usize = 1024;
@@ -223,7 +237,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     ProgressMode::Auto
                 },
             };
-            let report = build(&spec, &opts)?;
+            let report = build(&spec, &opts).map_err(disk_full_hint)?;
             if json {
                 println!("{}", serde_json::to_string(&report)?);
             } else {

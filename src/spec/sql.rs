@@ -13,13 +13,18 @@
 //!   of 500 terms written `a + b + c + ...` took minutes) and overflows the
 //!   stack beyond some thousands, aborting the process.
 //!
-//! The parser is DataFusion's own, with its default dialect and recursion
-//! limit, so what passes here parses the same way in the planner.
+//! The parser is the one DataFusion uses (sqlparser, re-exported by
+//! DataFusion as `datafusion::sql::sqlparser`), with DataFusion's default
+//! dialect (generic) and recursion limit (50), so what passes here parses
+//! the same way in the planner. It is used directly rather than through
+//! DataFusion, which keeps the spec module free of DataFusion: the spec
+//! parser's fuzz target (`fuzz/`) builds without it.
 
-use datafusion::error::DataFusionError;
-use datafusion::sql::parser::{DFParser, Statement};
-use datafusion::sql::sqlparser::ast::{Expr, Select, Statement as SqlStatement, Visit, Visitor};
-use datafusion::sql::sqlparser::parser::ParserError;
+use sqlparser::ast::{Expr, Select, Statement, Visit, Visitor};
+use sqlparser::dialect::GenericDialect;
+use sqlparser::keywords::Keyword;
+use sqlparser::parser::{Parser, ParserError};
+use sqlparser::tokenizer::{Token, Tokenizer};
 use std::ops::ControlFlow;
 
 /// Deepest nesting of operations in one expression: a chain `a + b + c`
@@ -27,73 +32,187 @@ use std::ops::ControlFlow;
 /// d)`, make it shallow.
 pub const MAX_EXPR_DEPTH: usize = 100;
 
+/// DataFusion's default `sql_parser.recursion_limit`.
+const RECURSION_LIMIT: usize = 50;
+
+static DIALECT: GenericDialect = GenericDialect {};
+
+/// First words of statements that are not queries.
+const STATEMENT_STARTS: &[&str] = &[
+    "ALTER",
+    "ANALYZE",
+    "ATTACH",
+    "BEGIN",
+    "CACHE",
+    "CALL",
+    "COMMENT",
+    "COMMIT",
+    "COPY",
+    "CREATE",
+    "DEALLOCATE",
+    "DECLARE",
+    "DELETE",
+    "DESCRIBE",
+    "DETACH",
+    "DROP",
+    "EXECUTE",
+    "EXPLAIN",
+    "GRANT",
+    "INSERT",
+    "INSTALL",
+    "KILL",
+    "LOAD",
+    "LOCK",
+    "MERGE",
+    "PRAGMA",
+    "PREPARE",
+    "REPLACE",
+    "RESET",
+    "REVOKE",
+    "ROLLBACK",
+    "SET",
+    "SHOW",
+    "START",
+    "TRUNCATE",
+    "UNCACHE",
+    "UNLOAD",
+    "UPDATE",
+    "UPSERT",
+    "USE",
+    "VACUUM",
+];
+
+/// Most tokens in one SQL text. Parsing is iterative, but the tree it builds
+/// for a chain `a + b + c + ...` is as deep as the chain is long, and
+/// dropping a tree recurses once per level; this bounds that depth.
+const MAX_TOKENS: usize = 200_000;
+
+/// Stack for checking one text: enough to drop the deepest tree
+/// [`MAX_TOKENS`] allows. Reserved address space, touched only as needed.
+const CHECK_STACK: usize = 64 << 20;
+
+fn parser(text: &str) -> Result<Parser<'static>, String> {
+    let tokens = Tokenizer::new(&DIALECT, text)
+        .tokenize_with_location()
+        .map_err(|e| syntax(e.into()))?;
+    let count = tokens
+        .iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+        .count();
+    if count > MAX_TOKENS {
+        return Err(format!(
+            "is {count} tokens long; a query or an expression may have at most {MAX_TOKENS}"
+        ));
+    }
+    Ok(Parser::new(&DIALECT)
+        .with_recursion_limit(RECURSION_LIMIT)
+        .with_tokens_with_locations(tokens))
+}
+
+/// Runs `check` on `text` in a thread with a stack of [`CHECK_STACK`]
+/// bytes (the caller's may be small: test threads get 2 MiB), or in this
+/// one if no thread can be started.
+fn on_big_stack(check: fn(&str) -> Result<(), String>, text: &str) -> Result<(), String> {
+    let owned = text.to_string();
+    match std::thread::Builder::new()
+        .name("tessera-spec-sql".into())
+        .stack_size(CHECK_STACK)
+        .spawn(move || check(&owned))
+    {
+        Ok(handle) => handle
+            .join()
+            .unwrap_or_else(|_| Err("could not be checked (the SQL parser panicked)".into())),
+        Err(_) => check(text),
+    }
+}
+
 /// Checks the spec's `query`.
 pub(super) fn check_query(text: &str) -> Result<(), String> {
-    let mut statements = DFParser::parse_sql(text).map_err(syntax)?;
-    let statement = match (statements.pop_front(), statements.len()) {
-        (Some(s), 0) => s,
-        (None, _) => return Err("holds no SQL statement; write a SELECT query".into()),
-        (Some(_), more) => {
-            return Err(format!(
-                "holds {} SQL statements; the query is one SELECT statement",
-                more + 1
-            ));
-        }
-    };
-    let refused = |kind: String| {
-        Err(format!(
-            "is {kind} statement; a build only reads data, so the query must be one SELECT \
-             (or WITH ... SELECT, or VALUES) statement"
-        ))
-    };
-    let inner = match statement {
-        Statement::Statement(inner) => inner,
-        Statement::CreateExternalTable(_) => return refused("a CREATE EXTERNAL TABLE".into()),
-        Statement::CopyTo(_) => return refused("a COPY".into()),
-        Statement::Explain(_) => return refused("an EXPLAIN".into()),
-        Statement::Reset(_) => return refused("a RESET".into()),
-    };
-    if !matches!(*inner, SqlStatement::Query(_)) {
-        let kind = statement_kind(&inner.to_string());
+    on_big_stack(query, text)
+}
+
+/// Checks one SQL expression (`filter`, a field's `expr`, the split `key`).
+pub(super) fn check_expr(text: &str) -> Result<(), String> {
+    on_big_stack(expression, text)
+}
+
+fn query(text: &str) -> Result<(), String> {
+    let kind = statement_kind(text);
+    let refused = |kind: &str| {
         let article = if kind.starts_with(['A', 'E', 'I', 'O', 'U']) {
             "an"
         } else {
             "a"
         };
-        return refused(format!("{article} {kind}"));
+        Err(format!(
+            "is {article} {kind} statement; a build only reads data, so the query must be one \
+             SELECT (or WITH ... SELECT, or VALUES) statement"
+        ))
+    };
+    // A statement that is not a query is refused by its first words, even
+    // where the generic parser does not know DataFusion's syntax for it
+    // (CREATE EXTERNAL TABLE, COPY ... TO ... STORED AS).
+    let first = kind.split(' ').next().unwrap_or_default();
+    if STATEMENT_STARTS.contains(&first) {
+        return refused(&kind);
+    }
+    let mut statements = parser(text)?.parse_statements().map_err(syntax)?;
+    let statement = match statements.len() {
+        0 => return Err("holds no SQL statement; write a SELECT query".into()),
+        1 => statements.remove(0),
+        n => {
+            return Err(format!(
+                "holds {n} SQL statements; the query is one SELECT statement"
+            ));
+        }
+    };
+    if !matches!(statement, Statement::Query(_)) {
+        return refused(&statement_kind(&statement.to_string()));
     }
     let mut check = Depth::default();
-    let outcome = inner.visit(&mut check);
-    finish(inner, outcome)
+    let outcome = statement.visit(&mut check);
+    finish(outcome)
 }
 
-/// Checks one SQL expression (`filter`, a field's `expr`, the split `key`).
-pub(super) fn check_expr(text: &str) -> Result<(), String> {
-    let parsed = DFParser::parse_sql_into_expr(text).map_err(syntax)?;
-    if let Some(alias) = &parsed.alias {
-        return Err(format!(
-            "gives its expression an alias ({alias}); leave it out (a field is named by its key)"
-        ));
+fn expression(text: &str) -> Result<(), String> {
+    let mut p = parser(text)?;
+    let not_one = |e: String| {
+        let kind = statement_kind(text);
+        let first = kind.split(' ').next().unwrap_or_default();
+        if STATEMENT_STARTS.contains(&first) {
+            format!("is a {kind} statement, not an expression")
+        } else {
+            e
+        }
+    };
+    let expr = p.parse_expr().map_err(|e| not_one(syntax(e)))?;
+    let next = p.next_token();
+    match &next.token {
+        Token::EOF => {}
+        Token::Word(w) if w.keyword == Keyword::AS => {
+            return Err(format!(
+                "gives its expression an alias ({}); leave it out (a field is named by its key)",
+                p.next_token()
+            ));
+        }
+        other => {
+            return Err(not_one(format!(
+                "is not valid SQL: Expected: end of expression, found: {other} at line {}, \
+                 column {}",
+                next.span.start.line, next.span.start.column
+            )));
+        }
     }
     let mut check = Depth::default();
-    let outcome = parsed.expr.visit(&mut check);
-    finish(Box::new(parsed.expr), outcome)
+    let outcome = expr.visit(&mut check);
+    finish(outcome)
 }
 
-/// The verdict on a parsed text. A text that broke a limit may be nested
-/// far deeper than the limit; its tree is leaked rather than dropped, because
-/// dropping it recurses once per level and could overflow the stack (the
-/// process is about to stop with the error anyway, and the text was at most
-/// a few MiB).
-fn finish<T>(tree: Box<T>, outcome: ControlFlow<Refusal>) -> Result<(), String> {
+/// The verdict of the walk over a parsed text.
+fn finish(outcome: ControlFlow<Refusal>) -> Result<(), String> {
     match outcome {
         ControlFlow::Continue(()) => Ok(()),
-        ControlFlow::Break(refusal) => {
-            if matches!(refusal, Refusal::TooDeep) {
-                std::mem::forget(tree);
-            }
-            Err(refusal.message())
-        }
+        ControlFlow::Break(refusal) => Err(refusal.message()),
     }
 }
 
@@ -152,28 +271,38 @@ impl Visitor for Depth {
     }
 }
 
-/// The statement's leading keywords, for "is an INSERT statement": one
-/// word, two for CREATE/DROP/ALTER (`CREATE TABLE`, `DROP VIEW`).
+/// The statement's leading keywords, upper-cased, for "is an INSERT
+/// statement": one word, two for CREATE, DROP, ALTER and SHOW (`CREATE
+/// TABLE`), three for `CREATE EXTERNAL TABLE` and the like. Empty for
+/// empty text.
 fn statement_kind(text: &str) -> String {
-    let mut words = text.split_whitespace().map(str::to_ascii_uppercase);
-    let first = words.next().unwrap_or_default();
-    match (first.as_str(), words.next()) {
-        ("CREATE" | "DROP" | "ALTER" | "SHOW", Some(second)) => format!("{first} {second}"),
-        _ => first,
+    let text = text.trim_start();
+    if text.starts_with('(') {
+        return "(".to_string();
     }
+    let words: Vec<String> = text
+        .split(|c: char| c.is_whitespace() || c == '(' || c == ';')
+        .filter(|w| !w.is_empty())
+        .take(3)
+        .map(str::to_ascii_uppercase)
+        .collect();
+    let n = match words.first().map(String::as_str) {
+        Some("CREATE" | "DROP" | "ALTER" | "SHOW") => match words.get(1).map(String::as_str) {
+            Some("EXTERNAL" | "TEMPORARY" | "TEMP" | "OR" | "UNIQUE") => 3,
+            _ => 2,
+        },
+        _ => 1,
+    };
+    words.into_iter().take(n).collect::<Vec<_>>().join(" ")
 }
 
-/// A parse error in words: the parser's message, without the wrapping of
-/// DataFusion's error type.
-fn syntax(e: DataFusionError) -> String {
-    let detail = match e.find_root() {
-        DataFusionError::SQL(inner, _) => match inner.as_ref() {
-            ParserError::ParserError(m) | ParserError::TokenizerError(m) => m.clone(),
-            ParserError::RecursionLimitExceeded => {
-                "parentheses or subqueries nest more than 50 levels deep".to_string()
-            }
-        },
-        other => other.to_string(),
+/// A parse error in words, with its position as "line L, column C".
+fn syntax(e: ParserError) -> String {
+    let detail = match e {
+        ParserError::ParserError(m) | ParserError::TokenizerError(m) => m,
+        ParserError::RecursionLimitExceeded => {
+            format!("parentheses or subqueries nest more than {RECURSION_LIMIT} levels deep")
+        }
     };
     let detail = detail
         .replace(" at Line: ", " at line ")
@@ -237,12 +366,31 @@ mod tests {
         );
         assert!(err("a AS b").contains("alias"));
         assert!(err("a; DROP TABLE t").starts_with("is not valid SQL"));
-        assert!(err("COPY (SELECT 1) TO 'x'").starts_with("is not valid SQL"));
+        assert_eq!(
+            err("COPY (SELECT 1) TO 'x'"),
+            "is a COPY statement, not an expression"
+        );
+        assert_eq!(check_expr("copy + 1"), Ok(()), "a column may be named copy");
         let chain = |n: usize| vec!["a"; n].join(" + ");
         assert_eq!(check_expr(&chain(MAX_EXPR_DEPTH)), Ok(()));
         assert!(err(&chain(MAX_EXPR_DEPTH + 2)).starts_with("nests more than"));
-        // Deep enough to overflow the stack if the tree were dropped.
-        assert!(err(&chain(300_000)).starts_with("nests more than"));
+        // Deep enough to overflow a small stack when the tree is dropped,
+        // whether the text parses or fails after the chain.
+        assert!(
+            err(&chain(60_000)).starts_with("nests more than"),
+            "{}",
+            err(&chain(60_000))
+        );
+        assert!(
+            err(&format!("{} )", chain(60_000))).starts_with("is not valid SQL: Expected: end")
+        );
+        assert!(err(&format!("{} + * 2", chain(60_000))).starts_with("is not valid SQL"));
+        assert_eq!(
+            err(&chain(150_000)),
+            format!(
+                "is 299999 tokens long; a query or an expression may have at most {MAX_TOKENS}"
+            )
+        );
         // Balanced, the same number of terms is shallow.
         fn balanced(n: usize) -> String {
             if n == 1 {
