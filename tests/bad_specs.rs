@@ -61,6 +61,9 @@ fn fixtures(dir: &Path) -> std::os::unix::net::UnixListener {
     fs::create_dir_all(dir.join("looping/inner")).unwrap();
     fs::write(dir.join("looping/a.csv"), "id,x\n1,0.5\n").unwrap();
     symlink("self.csv", dir.join("looping/inner/self.csv")).unwrap();
+    fs::create_dir_all(dir.join("dirloop/sub")).unwrap();
+    fs::write(dir.join("dirloop/sub/a.csv"), "id,x\n1,0.5\n").unwrap();
+    symlink("..", dir.join("dirloop/sub/up")).unwrap();
     std::os::unix::net::UnixListener::bind(dir.join("sock.csv")).unwrap()
 }
 

@@ -196,12 +196,20 @@ fn glob_files(
 /// Every non-hidden file under `dir`; devices, fifos and sockets are passed
 /// over (and listed in `skipped`), broken or looping symlinks are errors.
 fn walk_dir(dir: &Path, skipped: &mut Vec<String>) -> Result<Vec<PathBuf>, String> {
+    if is_kernel_dir(dir) {
+        return Err(format!(
+            "{} holds kernel pseudo-files (/proc, /sys), not data",
+            dir.display()
+        ));
+    }
     let mut files = Vec::new();
-    let mut stack = vec![(dir.to_path_buf(), 0usize)];
-    while let Some((current, depth)) = stack.pop() {
-        if depth > MAX_DEPTH {
+    // Each directory with the identities of the directories above it, so a
+    // symlink back to one of them is caught where it is met.
+    let mut stack = vec![(dir.to_path_buf(), vec![dir_id(dir)])];
+    while let Some((current, ancestors)) = stack.pop() {
+        if ancestors.len() > MAX_DEPTH {
             return Err(format!(
-                "{} is nested more than {MAX_DEPTH} folders deep (a symlink loop?)",
+                "{} is nested more than {MAX_DEPTH} folders deep",
                 current.display()
             ));
         }
@@ -217,7 +225,24 @@ fn walk_dir(dir: &Path, skipped: &mut Vec<String>) -> Result<Vec<PathBuf>, Strin
             let path = entry.path();
             // Follows symlinks, as the planner's reads will.
             match PathKind::of(&path) {
-                PathKind::Dir => stack.push((path, depth + 1)),
+                PathKind::Dir => {
+                    let id = dir_id(&path);
+                    if id.is_some() && ancestors.contains(&id) {
+                        return Err(format!(
+                            "{} is a symlink loop: it leads back to a folder above it",
+                            path.display()
+                        ));
+                    }
+                    if is_kernel_dir(&path) {
+                        return Err(format!(
+                            "{} leads into kernel pseudo-files (/proc, /sys), not data",
+                            path.display()
+                        ));
+                    }
+                    let mut below = ancestors.clone();
+                    below.push(id);
+                    stack.push((path, below));
+                }
                 PathKind::File => files.push(path),
                 special @ PathKind::Special(_) => {
                     skipped.push(format!("{} {}", path.display(), special.describe()));
@@ -227,6 +252,24 @@ fn walk_dir(dir: &Path, skipped: &mut Vec<String>) -> Result<Vec<PathBuf>, Strin
         }
     }
     Ok(files)
+}
+
+/// A directory's identity (device and inode), following symlinks.
+#[cfg(unix)]
+fn dir_id(dir: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(dir).ok().map(|m| (m.dev(), m.ino()))
+}
+
+#[cfg(not(unix))]
+fn dir_id(_: &Path) -> Option<(u64, u64)> {
+    None
+}
+
+/// Whether `dir` is, or leads into, /proc or /sys.
+fn is_kernel_dir(dir: &Path) -> bool {
+    let real = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    real.starts_with("/proc") || real.starts_with("/sys")
 }
 
 /// Hive partition columns: the `key=value` folder names between `root` and
