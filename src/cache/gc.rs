@@ -528,6 +528,7 @@ mod tests {
             text.contains(&format!("kept {}: open in a reader", h[0])),
             "{text}"
         );
+        assert!(text.ends_with("kept 2\n"), "the open one and h[3]: {text}");
         // The reader still reads every record.
         let sum: u64 = (0..reader.len())
             .map(|i| {

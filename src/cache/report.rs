@@ -157,6 +157,9 @@ pub fn format_gc_report(report: &GcReport, dry_run: bool) -> String {
         },
         format_bytes(report.freed_bytes()),
         report.kept
+            + report.skipped_in_use.len()
+            + report.skipped_open.len()
+            + report.skipped_newer.len()
     );
     out
 }
