@@ -98,8 +98,8 @@ enum Command {
         /// Prefetch threads.
         #[arg(long, default_value_t = 2)]
         threads: usize,
-        /// Batches each thread builds ahead.
-        #[arg(long, default_value_t = 2)]
+        /// Batches each thread builds ahead (1 to 1024).
+        #[arg(long, default_value_t = 2, value_parser = parse_prefetch_arg)]
         prefetch: usize,
         /// Simulated training step per batch, milliseconds (0 to 60000).
         #[arg(long, default_value_t = 0.0, value_parser = parse_step_ms_arg)]
@@ -192,6 +192,19 @@ fn parse_threads_arg(s: &str) -> Result<usize, String> {
         Ok(n) if (1..=MAX_BUILD_THREADS).contains(&n) => Ok(n),
         _ => Err(format!(
             "{s:?} is not a thread count from 1 to {MAX_BUILD_THREADS}"
+        )),
+    }
+}
+
+/// Deepest prefetch: each batch ahead is a buffer of `batch_size x stride`
+/// bytes per thread, so more only costs memory.
+const MAX_PREFETCH: usize = 1024;
+
+fn parse_prefetch_arg(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_PREFETCH).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{s:?} is not a prefetch depth from 1 to {MAX_PREFETCH}"
         )),
     }
 }

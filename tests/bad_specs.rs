@@ -317,12 +317,13 @@ fn hostile_spec_paths_fail_at_once() {
 }
 
 /// Command-line numbers out of range are refused by the argument parser
-/// (an infinite step time used to panic, a huge thread count to hang).
+/// (an infinite step time used to panic, a huge thread count to hang, a huge
+/// prefetch depth to abort on a failed allocation).
 #[test]
 fn out_of_range_arguments_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
         (
             &["bench", ".", "--step-ms", "inf"],
             "invalid value 'inf' for '--step-ms <STEP_MS>': \"inf\" is not a step time in milliseconds from 0 to 60000",
@@ -334,6 +335,10 @@ fn out_of_range_arguments_are_refused() {
         (
             &["bench", ".", "--step-ms", "1e300"],
             "\"1e300\" is not a step time in milliseconds from 0 to 60000",
+        ),
+        (
+            &["bench", ".", "--prefetch", "100000000"],
+            "\"100000000\" is not a prefetch depth from 1 to 1024",
         ),
         (
             &["build", "x.yaml", "--threads", "100000"],
