@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine (Rust + Python + pip present):
 # installs what is missing, then the Rust tests (unit, integration, doc),
-# the Python package's tests, and a short fuzz run of the format parsers.
+# the Python package's tests, and a short fuzz run of the format and spec parsers.
 #   ./test.sh                   everything
 #   FUZZ_SECONDS=0 ./test.sh    skip the fuzz run
 #   TESSERA_LINT=1 ./test.sh    also rustfmt --check and clippy -D warnings

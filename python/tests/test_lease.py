@@ -41,7 +41,7 @@ def built(tmp_path: "os.PathLike[str]", rows: int = 3000) -> Tuple[str, str]:
             "shards: { target_bytes: 64KiB }\n"
         )
     cache = os.path.join(d, "cache")
-    os.environ.setdefault("TESSERA_BIN", compiler())
+    compiler()  # skips the test when there is none
     return cache, tessera.build(spec, cache_dir=cache)
 
 
