@@ -24,7 +24,7 @@ use sqlparser::ast::{Expr, Select, Statement, Visit, Visitor};
 use sqlparser::dialect::GenericDialect;
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
-use sqlparser::tokenizer::{Token, Tokenizer};
+use sqlparser::tokenizer::{Token, Tokenizer, Whitespace};
 use std::ops::ControlFlow;
 
 /// Deepest nesting of operations in one expression: a chain `a + b + c`
@@ -91,7 +91,13 @@ const MAX_TOKENS: usize = 200_000;
 /// [`MAX_TOKENS`] allows. Reserved address space, touched only as needed.
 const CHECK_STACK: usize = 64 << 20;
 
-fn parser(text: &str) -> Result<Parser<'static>, String> {
+/// What the last line's `--` comment would do (see [`parser`]).
+const OPEN_COMMENT: &str = "has a `--` comment on its last line, which would also comment out \
+                            the SQL the build puts after it; write it as /* ... */ or end it \
+                            with a line break";
+
+/// A parser over `text`, and whether `text` ends inside a `--` comment.
+fn parser(text: &str) -> Result<(Parser<'static>, bool), String> {
     let tokens = Tokenizer::new(&DIALECT, text)
         .tokenize_with_location()
         .map_err(|e| syntax(e.into()))?;
@@ -99,14 +105,23 @@ fn parser(text: &str) -> Result<Parser<'static>, String> {
         .iter()
         .filter(|t| !matches!(t.token, Token::Whitespace(_)))
         .count();
+    // The planner embeds these texts in one line of SQL of its own, so a
+    // `--` comment on the last line (the spec's text is trimmed, so it ends
+    // there) would comment out what follows: a closing parenthesis, or the
+    // ORDER BY that makes a global query's output deterministic.
+    let open_comment = tokens.iter().any(|t| {
+        matches!(&t.token, Token::Whitespace(Whitespace::SingleLineComment { comment, .. })
+            if !comment.ends_with('\n'))
+    });
     if count > MAX_TOKENS {
         return Err(format!(
             "is {count} tokens long; a query or an expression may have at most {MAX_TOKENS}"
         ));
     }
-    Ok(Parser::new(&DIALECT)
+    let parser = Parser::new(&DIALECT)
         .with_recursion_limit(RECURSION_LIMIT)
-        .with_tokens_with_locations(tokens))
+        .with_tokens_with_locations(tokens);
+    Ok((parser, open_comment))
 }
 
 /// Runs `check` on `text` in a thread with a stack of [`CHECK_STACK`]
@@ -156,7 +171,8 @@ fn query(text: &str) -> Result<(), String> {
     if STATEMENT_STARTS.contains(&first) {
         return refused(&kind);
     }
-    let mut statements = parser(text)?.parse_statements().map_err(syntax)?;
+    let (mut p, open_comment) = parser(text)?;
+    let mut statements = p.parse_statements().map_err(syntax)?;
     let statement = match statements.len() {
         0 => return Err("holds no SQL statement; write a SELECT query".into()),
         1 => statements.remove(0),
@@ -169,13 +185,16 @@ fn query(text: &str) -> Result<(), String> {
     if !matches!(statement, Statement::Query(_)) {
         return refused(&statement_kind(&statement.to_string()));
     }
+    if open_comment {
+        return Err(OPEN_COMMENT.into());
+    }
     let mut check = Depth::default();
     let outcome = statement.visit(&mut check);
     finish(outcome)
 }
 
 fn expression(text: &str) -> Result<(), String> {
-    let mut p = parser(text)?;
+    let (mut p, open_comment) = parser(text)?;
     let not_one = |e: String| {
         let kind = statement_kind(text);
         let first = kind.split(' ').next().unwrap_or_default();
@@ -188,6 +207,7 @@ fn expression(text: &str) -> Result<(), String> {
     let expr = p.parse_expr().map_err(|e| not_one(syntax(e)))?;
     let next = p.next_token();
     match &next.token {
+        Token::EOF if open_comment => return Err(OPEN_COMMENT.into()),
         Token::EOF => {}
         Token::Word(w) if w.keyword == Keyword::AS => {
             return Err(format!(
@@ -324,6 +344,7 @@ mod tests {
             "SELECT a FROM t UNION ALL SELECT a FROM u",
             "(SELECT a FROM t) ORDER BY a",
             "SELECT a -- a comment\nFROM t",
+            "SELECT a FROM t /* a comment */",
         ] {
             assert_eq!(check_query(ok), Ok(()), "{ok}");
         }
@@ -356,6 +377,7 @@ mod tests {
             "CASE WHEN a > 1 THEN 'x' ELSE 'y' END",
             "(SELECT max(a) FROM t)",
             "a -- note\n + 1",
+            "a + 1 /* note */",
         ] {
             assert_eq!(check_expr(ok), Ok(()), "{ok}");
         }
@@ -365,6 +387,7 @@ mod tests {
             "is not valid SQL: Expected: end of expression, found: ) at line 1, column 2"
         );
         assert!(err("a AS b").contains("alias"));
+        assert!(err("x > 1 -- keep big ones").starts_with("has a `--` comment on its last line"));
         assert!(err("a; DROP TABLE t").starts_with("is not valid SQL"));
         assert_eq!(
             err("COPY (SELECT 1) TO 'x'"),
