@@ -48,10 +48,13 @@ pub enum FingerprintError {
         source: io::Error,
     },
     /// An input is a directory, socket, device or similar.
-    #[error("input {path} is not a regular file")]
+    #[error("input {path} {what}")]
     NotAFile {
         /// The offending path.
         path: PathBuf,
+        /// What it is instead, as a predicate: "is a fifo (named pipe), not a
+        /// regular file".
+        what: String,
     },
     /// An input's size or times changed between the start and the end of
     /// hashing, so the hash describes no consistent version of it.
@@ -357,7 +360,9 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), (PathBuf, io::Error
     let result = (|| {
         let mut f = File::create(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()
+        f.sync_all()?;
+        crate::fault::point("stat-cache.written");
+        Ok(())
     })();
     if let Err(e) = result.and_then(|()| fs::rename(&tmp, path)) {
         let _ = fs::remove_file(&tmp);
@@ -458,11 +463,20 @@ fn fingerprint_one(
         source,
     };
     let stat_now = || -> Result<FileStat, FingerprintError> {
-        let m = fs::metadata(path).map_err(io_err)?;
-        if !m.is_file() {
-            return Err(FingerprintError::NotAFile {
+        let not_a_file = || {
+            let kind = crate::pathkind::PathKind::of(path);
+            FingerprintError::NotAFile {
                 path: path.to_path_buf(),
-            });
+                what: kind.describe(),
+            }
+        };
+        let m = match fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(io_err(e)),
+            Err(_) => return Err(not_a_file()),
+        };
+        if !m.is_file() {
+            return Err(not_a_file());
         }
         Ok(FileStat::of(&m))
     };
@@ -485,6 +499,7 @@ fn fingerprint_one(
         return Ok((make(hit.to_owned(), true), None));
     }
     let blake3 = hash_file(path, before.size).map_err(io_err)?;
+    crate::fault::point("fingerprint.hashed");
     if stat_now()? != before {
         return Err(FingerprintError::Changed {
             path: path.to_path_buf(),

@@ -30,8 +30,8 @@ enum Command {
         /// Artifact cache directory (default: $TESSERA_CACHE_DIR, then ~/.cache/tessera/artifacts).
         #[arg(long)]
         cache_dir: Option<PathBuf>,
-        /// Build threads (default: all cores). Never changes the output.
-        #[arg(long)]
+        /// Build threads (default: all cores, at most 1024). Never changes the output.
+        #[arg(long, value_parser = parse_threads_arg)]
         threads: Option<usize>,
         /// Print one JSON object on stdout (progress still goes to stderr).
         #[arg(long)]
@@ -165,11 +165,11 @@ enum Command {
         /// Prefetch threads.
         #[arg(long, default_value_t = 2)]
         threads: usize,
-        /// Batches each thread builds ahead.
-        #[arg(long, default_value_t = 2)]
+        /// Batches each thread builds ahead (1 to 1024).
+        #[arg(long, default_value_t = 2, value_parser = parse_prefetch_arg)]
         prefetch: usize,
-        /// Simulated training step per batch, milliseconds.
-        #[arg(long, default_value_t = 0.0)]
+        /// Simulated training step per batch, milliseconds (0 to 60000).
+        #[arg(long, default_value_t = 0.0, value_parser = parse_step_ms_arg)]
         step_ms: f64,
         /// Epochs.
         #[arg(long, default_value_t = 1)]
@@ -208,10 +208,16 @@ enum CacheAction {
         /// Only print what would be removed.
         #[arg(long)]
         dry_run: bool,
+        /// Also remove artifacts that are open in a reader (a running training
+        /// job) and artifacts written by a newer tessera, which gc otherwise
+        /// keeps. Builds in progress are still left alone.
+        #[arg(long)]
+        force: bool,
     },
 }
 
 fn main() -> ExitCode {
+    tessera::build::fit_address_space();
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(e) => {
@@ -232,6 +238,59 @@ fn main() -> ExitCode {
 
 fn parse_size_arg(s: &str) -> Result<u64, String> {
     tessera::spec::parse_size(s)
+}
+
+/// A build that ran out of disk space says so wherever in the pipeline the
+/// write failed, followed by what to do.
+fn disk_full_hint(e: tessera::BuildError) -> anyhow::Error {
+    let msg = e.to_string();
+    if msg.contains("No space left on device") && !msg.contains("nothing was published") {
+        anyhow::anyhow!(
+            "{msg}; the disk is full and nothing was published (free space, or point \
+             --cache-dir or TESSERA_CACHE_DIR at a larger disk)"
+        )
+    } else {
+        e.into()
+    }
+}
+
+/// Most build threads: more would only add memory and scheduling overhead
+/// (each one also gets a query partition), and absurd counts hang the start.
+const MAX_BUILD_THREADS: usize = 1024;
+
+fn parse_threads_arg(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_BUILD_THREADS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{s:?} is not a thread count from 1 to {MAX_BUILD_THREADS}"
+        )),
+    }
+}
+
+/// Deepest prefetch: each batch ahead is a buffer of `batch_size x stride`
+/// bytes per thread, so more only costs memory.
+const MAX_PREFETCH: usize = 1024;
+
+fn parse_prefetch_arg(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_PREFETCH).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{s:?} is not a prefetch depth from 1 to {MAX_PREFETCH}"
+        )),
+    }
+}
+
+/// Longest simulated step: a minute per batch is already far slower than
+/// any training step.
+const MAX_STEP_MS: f64 = 60_000.0;
+
+fn parse_step_ms_arg(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(ms) if (0.0..=MAX_STEP_MS).contains(&ms) => Ok(ms),
+        _ => Err(format!(
+            "{s:?} is not a step time in milliseconds from 0 to {MAX_STEP_MS}"
+        )),
+    }
 }
 
 fn open(path: &PathBuf, split: Option<&str>) -> Result<Dataset> {
@@ -267,7 +326,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     ProgressMode::Auto
                 },
             };
-            let report = build(&spec, &opts)?;
+            let report = build(&spec, &opts).map_err(disk_full_hint)?;
             if let Some(dir) = &output {
                 tessera::artifact::export(&report.path, dir)?;
             }
@@ -464,6 +523,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                                     "rows": e.rows,
                                     "bytes": e.bytes,
                                     "problem": e.problem,
+                                    "newer_format": e.newer_format,
                                 })
                             })
                             .collect();
@@ -476,8 +536,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     keep,
                     older_than,
                     dry_run,
+                    force,
                 } => {
-                    let report = cache.gc(keep, older_than, dry_run)?;
+                    let report = cache.gc(keep, older_than, dry_run, force)?;
                     print!("{}", tessera::cache::format_gc_report(&report, dry_run));
                 }
             }

@@ -76,6 +76,7 @@ impl Job<'_> {
             ));
         }
         seconds.insert("plan".to_string(), t.elapsed().as_secs_f64());
+        crate::fault::point("build.planned");
 
         let mut scan = ScanMetrics::default();
         if let Decision::Global { .. } = decision {
@@ -263,10 +264,12 @@ impl Commit<'_> {
                 move_file(&encode_dir.join(&sh.file), &staging.join(&sh.file))?;
             }
         }
+        crate::fault::point("build.shuffled");
 
         // The inputs must still be what was hashed: a file that changed while
         // the build read it would publish data under a hash it does not have.
         fingerprint::recheck(self.files)?;
+        crate::fault::point("build.rechecked");
 
         let mut manifest = Manifest::new(self.layout.clone(), shards, splits)?;
         manifest.artifact_hash = self.hash.to_string();

@@ -15,7 +15,7 @@ mod resources;
 mod tasks;
 
 pub use job::VOCAB_INLINE;
-pub use resources::{BATCH_ROWS, default_memory_limit, free_bytes};
+pub use resources::{BATCH_ROWS, default_memory_limit, fit_address_space, free_bytes};
 pub use tasks::{BuildPlan, PLAN_FORMAT, Task, TaskKind, commit, plan, run_task};
 
 use crate::cache::Cache;

@@ -40,18 +40,42 @@ pub fn free_bytes(path: &Path) -> u64 {
 /// process's address-space limit (`ulimit -v`) when that is smaller (4 GiB
 /// when neither can be read).
 pub fn default_memory_limit() -> u64 {
+    let machine = machine_memory_limit();
+    match address_space_limit() {
+        Some(a) => machine.min(a / 2),
+        None => machine,
+    }
+}
+
+/// The process's address-space limit (`ulimit -v`), if it has one.
+fn address_space_limit() -> Option<u64> {
     let mut rl = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: `rl` is a valid, writable rlimit; getrlimit fills it on success.
     let rc = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut rl) };
-    let address_space = (rc == 0 && rl.rlim_cur != libc::RLIM_INFINITY).then_some(rl.rlim_cur);
-    let machine = machine_memory_limit();
-    match address_space {
-        Some(a) => machine.min(a / 2),
-        None => machine,
+    (rc == 0 && rl.rlim_cur != libc::RLIM_INFINITY).then_some(rl.rlim_cur)
+}
+
+/// Under an address-space limit, caps glibc's malloc arenas: each one
+/// reserves 64 MiB of address space, and with one per thread a build on a
+/// many-core machine would run out of address space (and abort) long before
+/// it used its memory. Call once, before any thread starts.
+pub fn fit_address_space() {
+    let Some(limit) = address_space_limit() else {
+        return;
+    };
+    // One arena per 512 MiB of address space, at least one, at most eight.
+    let arenas = (limit / (512 << 20)).clamp(1, 8) as libc::c_int;
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator tuning; called before other
+    // threads exist, so nothing allocates concurrently.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, arenas);
     }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = arenas;
 }
 
 fn machine_memory_limit() -> u64 {
