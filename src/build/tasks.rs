@@ -361,19 +361,19 @@ pub fn run_task(plan_path: &Path, id: &str) -> Result<(), BuildError> {
             let c = chunk(task.chunk.unwrap_or(usize::MAX))?;
             let frozen = frozen_of(&plan, spec.fields.len())?;
             let layout = layout_of(&spec)?;
-            let dir = plan.shards_dir();
-            std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+            let attempt = Attempt::new(&plan.shards_dir(), &task.id)?;
             let out = planner
                 .encode_task(
                     c,
                     &layout,
                     &frozen,
-                    &dir,
+                    &attempt.dir,
                     spec.shards.target_bytes,
                     None,
                     &|_, _| {},
                 )
                 .map_err(located)?;
+            attempt.publish()?;
             write_atomic(
                 &plan.output_path(c.index),
                 &serde_json::to_vec(&out).unwrap_or_default(),
@@ -427,8 +427,8 @@ fn run_global(
     } else {
         vec![None; spec.fields.len()]
     };
-    let dir = plan.shards_dir();
-    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    let attempt = Attempt::new(&plan.shards_dir(), "global")?;
+    let dir = attempt.dir.clone();
     let outputs: Vec<(EncodeOutput, ScanMetrics)> = pool
         .install(|| {
             chunks
@@ -447,6 +447,7 @@ fn run_global(
                 .collect::<Result<Vec<_>, _>>()
         })
         .map_err(located)?;
+    attempt.publish()?;
     write_atomic(
         &plan.frozen_path(),
         &serde_json::to_vec(&frozen).unwrap_or_default(),
@@ -460,6 +461,39 @@ fn run_global(
         })
         .unwrap_or_default(),
     )
+}
+
+/// The private directory one attempt of a task writes its shards into:
+/// a killed attempt leaves only its own directory behind, and two attempts
+/// of the same task (a retry racing a straggler) never write one file.
+struct Attempt {
+    dir: PathBuf,
+    into: PathBuf,
+}
+
+impl Attempt {
+    fn new(into: &Path, task: &str) -> Result<Attempt, BuildError> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir = into.join(format!(".attempt-{task}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        Ok(Attempt {
+            dir,
+            into: into.to_path_buf(),
+        })
+    }
+
+    /// Moves the attempt's shards into place (each rename replaces the same
+    /// bytes that another attempt of the task may have put there).
+    fn publish(self) -> Result<(), BuildError> {
+        for e in std::fs::read_dir(&self.dir).map_err(io(&self.dir))? {
+            let e = e.map_err(io(&self.dir))?;
+            let to = self.into.join(e.file_name());
+            std::fs::rename(e.path(), &to).map_err(io(&to))?;
+        }
+        std::fs::remove_dir(&self.dir).map_err(io(&self.dir))
+    }
 }
 
 #[derive(Serialize, Deserialize)]
