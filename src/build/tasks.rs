@@ -200,6 +200,7 @@ pub fn plan(
         plan.cached = Some(a.path);
         return Ok(plan);
     }
+    std::fs::create_dir_all(&work_dir).map_err(io(&work_dir))?;
     let spec = Arc::new(spec);
     let planner = planner_for(&spec, &plan, 1)?;
     plan.decision = Some(planner.decision().clone());
@@ -207,7 +208,6 @@ pub fn plan(
     plan.chunks = planner.chunks().to_vec();
     plan.needs_stats = planner.needs_stats();
     plan.tasks = tasks_of(&plan);
-    std::fs::create_dir_all(&work_dir).map_err(io(&work_dir))?;
     let text = serde_json::to_vec_pretty(&plan).unwrap_or_default();
     write_atomic(&work_dir.join("plan.json"), &text)?;
     Ok(plan)
