@@ -18,6 +18,7 @@ with ``pip install 'tessera-shards[ray]'``.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -148,7 +149,7 @@ def _run_on_ray(
     seconds: Dict[str, float],
 ) -> List[Dict[str, Any]]:
     try:
-        import ray
+        ray: Any = importlib.import_module("ray")
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise BuildError("tessera.ray needs Ray: pip install 'tessera-shards[ray]'") from e
     if not ray.is_initialized():
