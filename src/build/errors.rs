@@ -21,6 +21,7 @@ fn in_user_terms(msg: &str) -> String {
     }
     out = out.replace("Valid fields are ", "The query's columns are: ");
     out.replace("Schema error: ", "")
+        .replace("Execution error: ", "")
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
@@ -40,21 +41,22 @@ pub(super) fn locate(spec: &Spec, e: crate::plan::PlanError) -> BuildError {
         _ => {}
     }
     let msg = in_user_terms(&e.to_string());
-    // Overflow in a field's expression names the field's output column.
-    if let Some(rest) = msg.split("integer overflow in __f").nth(1) {
+    // Overflow, division by zero and failed casts (see plan::checked) name
+    // the pass column of the field or split key they happen in.
+    if let Some(rest) = msg.split(" in __f").nth(1) {
         let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
         if let Some(f) = digits
             .parse::<usize>()
             .ok()
             .and_then(|i| spec.fields.get(i))
         {
-            let msg = msg.replace(&format!("in __f{digits}"), "in the expression");
+            let msg = msg.replace(&format!(" in __f{digits}"), " in the field's input");
             return BuildError::Spec(spec.error_at(&format!("fields.{}", f.name), msg));
         }
     }
-    if msg.contains("integer overflow in __split") {
+    if msg.contains(" in __split") {
         return BuildError::Spec(
-            spec.error_at("split.key", msg.replace("in __split", "in the key")),
+            spec.error_at("split.key", msg.replace(" in __split", " in the key")),
         );
     }
     if let Some((name, quoted)) = missing_column(&msg)

@@ -18,6 +18,7 @@
 //! ranges that the same statistics and encode tasks read.
 
 mod chain;
+mod checked;
 pub mod chunking;
 mod csv;
 mod encode;
