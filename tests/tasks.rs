@@ -26,10 +26,7 @@ chunks: { target_bytes: 8KiB }
 "#;
 
 fn spec_text() -> String {
-    SPEC.replace(
-        "[ { clip: { min: 0 } }, log1p, standardize ]",
-        "[ { clip: { min: 0 } }, log1p, standardize ]",
-    )
+    SPEC.to_string()
 }
 
 fn project(spec: &str) -> (tempfile::TempDir, PathBuf) {
