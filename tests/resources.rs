@@ -106,6 +106,16 @@ fn ten_million_distinct_values_under_one_gib() {
         err.contains("max_size") && err.contains("min_count"),
         "{err}"
     );
+    // A many-core machine (a thread each, each with its own malloc arena)
+    // must fit the same address space.
+    let out = tessera_limited(
+        1 << 20,
+        dir,
+        "build all.yaml --cache-dir cache -q --threads 32",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "32 threads: {err}");
+    assert!(err.contains("the vocabulary would hold more than"), "{err}");
     // The fix the message names: the counts spill, the top values are kept.
     std::fs::write(dir.join("top.yaml"), spec("{ max_size: 100000 }")).expect("spec");
     let out = tessera_limited(1 << 20, dir, "build top.yaml --cache-dir cache -q --json");

@@ -453,6 +453,15 @@ fn values_that_do_not_fit_their_field_are_errors_naming_field_and_row() {
         .to_string();
     assert!(e.contains("spec.yaml:6: fields.s:"), "{e}");
     assert!(e.contains("s.csv:3: \"abc\" is not a number"), "{e}");
+    // The same mistake found by the statistics pass is traced too.
+    let e = fx
+        .build(
+            &format!("{base}  s: {{ dtype: f32, column: s, transform: standardize }}\n"),
+            1,
+        )
+        .expect_err("string standardized")
+        .to_string();
+    assert!(e.contains("s.csv:3: \"abc\" is not a number"), "{e}");
     // A fraction stored as an integer.
     let e = fx
         .build(&format!("{base}  f: {{ dtype: i32, column: f }}\n"), 1)

@@ -35,15 +35,19 @@ struct ShardSet {
     /// which turns the shard lookup into a division.
     uniform_rows: Option<u64>,
     stride: usize,
+    /// Keeps `tessera cache gc` from deleting the set while it is open.
+    _lease: crate::lease::Lease,
 }
 
 impl Dataset {
     /// Opens the shard set in `dir`: parses `manifest.json`, memory-maps every
     /// shard and checks each header (magic, version, stride, row count, layout
     /// digest) and file size against the manifest. Use [`Dataset::verify`] to
-    /// also check every byte.
+    /// also check every byte. While any view of the set is open, it holds a
+    /// lease that keeps `tessera cache gc` from deleting it ([`crate::lease`]).
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref().to_path_buf();
+        let lease = crate::lease::Lease::take(&dir)?;
         let manifest_path = dir.join(MANIFEST_FILE);
         let bytes = read_manifest(&manifest_path)?;
         let manifest = Manifest::parse(&bytes, &manifest_path)?;
@@ -135,6 +139,7 @@ impl Dataset {
             stride: usize::try_from(stride)
                 .map_err(|_| Error::manifest(&manifest_path, "stride does not fit in memory"))?,
             manifest,
+            _lease: lease,
         };
         Ok(Dataset {
             set: Arc::new(set),

@@ -61,6 +61,7 @@ mod dtype;
 mod error;
 mod header;
 mod layout;
+pub mod lease;
 mod loader;
 mod manifest;
 mod mixture;

@@ -48,7 +48,7 @@ pub fn encode_error(e: EncodeError, at: Option<&Rows<'_>>) -> PlanError {
 }
 
 /// The task's output: its shards in order, with the split each belongs to.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct EncodeOutput {
     /// `(split index, shard)` in write order.
     pub shards: Vec<(usize, ShardInfo)>,

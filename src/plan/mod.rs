@@ -18,6 +18,7 @@
 //! column, is materialized to a temporary Arrow file and then cut into row
 //! ranges that the same statistics and encode tasks read.
 
+mod checked;
 pub mod chunking;
 mod csv;
 mod encode;
@@ -34,6 +35,7 @@ mod vocab;
 pub use chunking::{Chunk, Decision};
 pub use encode::{EncodeOutput, OutputBudget};
 pub use stats::StatsPartial;
+pub use vocab::SpillConfig;
 
 use crate::spec::{Source, SourceFormat, Spec, Transform};
 use datafusion::arrow::ipc::reader::FileReader;
@@ -390,11 +392,15 @@ impl Planner {
     /// Empty statistics whose vocabularies may hold a share of the memory
     /// limit before they spill sorted counts to the work directory.
     pub fn stats_partial(&self) -> StatsPartial {
-        let spill = self.opts.work_dir.as_ref().map(|dir| vocab::SpillConfig {
+        StatsPartial::with_spill(&self.spec, self.spill())
+    }
+
+    /// Where and how much vocabulary counts may hold before they spill.
+    pub fn spill(&self) -> Option<vocab::SpillConfig> {
+        self.opts.work_dir.as_ref().map(|dir| vocab::SpillConfig {
             dir: dir.clone(),
             budget: (self.opts.memory_limit / 4 / self.opts.threads.max(1) as u64) as usize,
-        });
-        StatsPartial::with_spill(&self.spec, spill)
+        })
     }
 
     /// Most values a frozen vocabulary may hold: all vocabularies together
@@ -713,11 +719,13 @@ impl Planner {
         let mut partial = self.stats_partial();
         let what = self.describe(chunk);
         let mut first = 0u64;
-        let metrics = self.run(chunk, sql::Columns::Stats, |batch| {
-            let at = stats::Rows { what: &what, first };
-            first += batch.num_rows() as u64;
-            partial.update(&self.spec, batch, &at)
-        })?;
+        let metrics = self
+            .run(chunk, sql::Columns::Stats, |batch| {
+                let at = stats::Rows { what: &what, first };
+                first += batch.num_rows() as u64;
+                partial.update(&self.spec, batch, &at)
+            })
+            .map_err(|e| self.with_input_row(chunk, e))?;
         Ok((partial, metrics))
     }
 

@@ -12,14 +12,17 @@ use tessera_transform::split::{Splits, row_splits};
 use tessera_transform::values::{Floats, Lists, Strings, ValueError};
 
 /// Mergeable statistics of one task: per field needing them, one slot per
-/// stacked column (or one for a scalar or list field).
-#[derive(Clone, Debug)]
+/// stacked column (or one for a scalar or list field). Serializable, so a
+/// task on another machine can hand it to the build's driver.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct StatsPartial {
     slots: Vec<(usize, Vec<Slot>)>,
-    splits: Splits,
+    #[serde(skip)]
+    splits: Option<Splits>,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 enum Slot {
     Moments(Moments),
     Counts(VocabCounter),
@@ -78,8 +81,27 @@ impl StatsPartial {
             .collect();
         StatsPartial {
             slots,
-            splits: Splits::new(spec.split.as_ref()),
+            splits: Some(Splits::new(spec.split.as_ref())),
         }
+    }
+
+    /// Reads a partial written by [`StatsPartial::to_json`]; its vocabulary
+    /// counts spill as `spill` says from now on.
+    pub fn from_json(bytes: &[u8], spill: Option<SpillConfig>) -> Result<Self, String> {
+        let mut p: StatsPartial = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        for (_, slots) in &mut p.slots {
+            for slot in slots {
+                if let Slot::Counts(c) = slot {
+                    c.set_spill(spill.clone());
+                }
+            }
+        }
+        Ok(p)
+    }
+
+    /// The partial as JSON (deterministic: counts sorted by value).
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
     }
 
     /// Whether no field needs statistics.
@@ -99,8 +121,12 @@ impl StatsPartial {
         batch: &RecordBatch,
         at: &Rows<'_>,
     ) -> Result<(), PlanError> {
-        let splits = row_splits(batch, &self.splits).map_err(|e| at.at_key("split.key", e))?;
-        let want = self.splits.stats_split;
+        let layout = match &self.splits {
+            Some(s) => s.clone(),
+            None => Splits::new(spec.split.as_ref()),
+        };
+        let splits = row_splits(batch, &layout).map_err(|e| at.at_key("split.key", e))?;
+        let want = layout.stats_split;
         let keep = |r: usize| splits.as_ref().is_none_or(|s| s[r] == want);
         for (i, slots) in &mut self.slots {
             let chain = Chain::new(&spec.fields, *i);

@@ -31,12 +31,34 @@ pub struct SpillConfig {
 static RUN_SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// Value counts, in memory up to a budget, then in sorted run files.
-#[derive(Debug, Default)]
+/// Serialized as its in-memory counts (sorted by value) and its run files.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct VocabCounter {
+    #[serde(with = "sorted_map")]
     map: HashMap<String, u64>,
+    #[serde(skip)]
     bytes: usize,
     runs: Vec<PathBuf>,
+    #[serde(skip)]
     spill: Option<SpillConfig>,
+}
+
+/// A map written as a list of pairs sorted by key, so the JSON of a partial is
+/// a function of its counts.
+mod sorted_map {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::collections::HashMap;
+
+    pub fn serialize<S: Serializer>(m: &HashMap<String, u64>, s: S) -> Result<S::Ok, S::Error> {
+        let mut v: Vec<(&String, &u64)> = m.iter().collect();
+        v.sort_unstable();
+        v.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<HashMap<String, u64>, D::Error> {
+        let v: Vec<(String, u64)> = Vec::deserialize(d)?;
+        Ok(v.into_iter().collect())
+    }
 }
 
 impl Clone for VocabCounter {
@@ -69,6 +91,12 @@ impl VocabCounter {
             spill,
             ..Default::default()
         }
+    }
+
+    /// Sets where the counter spills from now on (after deserializing).
+    pub fn set_spill(&mut self, spill: Option<SpillConfig>) {
+        self.bytes = self.map.keys().map(|k| k.len() + ENTRY_OVERHEAD).sum();
+        self.spill = spill;
     }
 
     /// Counts one occurrence of `value`.
