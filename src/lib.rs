@@ -25,6 +25,7 @@ pub mod pathkind;
 pub mod plan;
 pub mod progress;
 pub mod serve;
+pub mod serve_bench;
 pub mod spec;
 pub mod transform;
 

@@ -212,6 +212,26 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Time the serving transform (without DataFusion) on the rows of a
+    /// file: microseconds per call for one row and for batches.
+    BenchTransform {
+        /// A shard-set directory, a spec (its cached artifact), a hash prefix or a dataset name.
+        target: String,
+        /// The rows (Parquet, CSV with a header, NDJSON or Arrow IPC).
+        input: PathBuf,
+        /// Rows per call, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "1,16,256,4096")]
+        rows: Vec<usize>,
+        /// Seconds to spend on each batch size (at least 200 calls each).
+        #[arg(long, default_value_t = 1.0)]
+        seconds: f64,
+        /// Artifact cache directory.
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Write a shard set's transforms as one portable JSON document (frozen
     /// statistics, vocabularies, hash, layout), its JSON schema, and a
     /// conformance file of raw rows with the records they must give.
@@ -656,6 +676,34 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 );
                 if !r.datafusion.is_empty() {
                     println!("evaluated with DataFusion: {}", r.datafusion.join(", "));
+                }
+            }
+        }
+        Command::BenchTransform {
+            target,
+            input,
+            rows,
+            seconds,
+            cache_dir,
+            json,
+        } => {
+            let path = tessera::artifact::resolve(&target, cache_dir.as_deref())?;
+            let r = tessera::serve_bench::latency(&path, &input, &rows, seconds)?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!(
+                    "{:>6} {:>8} {:>10} {:>10} {:>12}",
+                    "rows", "calls", "p50 us", "p99 us", "rows/s"
+                );
+                for l in &r {
+                    println!(
+                        "{:>6} {:>8} {:>10.1} {:>10.1} {:>12.0}",
+                        l.rows, l.calls, l.p50_us, l.p99_us, l.rows_per_s
+                    );
+                }
+                if let Some(l) = r.first().filter(|l| !l.datafusion.is_empty()) {
+                    println!("evaluated with DataFusion: {}", l.datafusion.join(", "));
                 }
             }
         }

@@ -1,5 +1,5 @@
 //! The portable export of an artifact's transforms: one versioned JSON
-//! document (docs/TRANSFORM.md, section "The export"; schema in
+//! document (docs/SERVING.md, section "The export"; schema in
 //! `transform.schema.json`) holding everything a serving stack in another
 //! language needs to make the records (the hash definition, the field
 //! layout, each field's inputs, fill and steps with their frozen statistics

@@ -55,9 +55,13 @@ pub fn read(manifest: &Manifest, dir: Option<&Path>) -> Result<ArtifactParts, Tr
         .get("filter")
         .and_then(Value::as_str)
         .map(str::to_string);
+    let exact = match dir {
+        Some(d) => exact_stats(d)?,
+        None => None,
+    };
     let frozen = fields
         .iter()
-        .map(|f| frozen_of(manifest, dir, &f.name))
+        .map(|f| frozen_of(manifest, exact.as_ref(), dir, &f.name))
         .collect::<Result<Vec<_>, _>>()?;
     let query_columns = query_columns(&manifest.build)?;
     Ok(ArtifactParts {
@@ -72,6 +76,7 @@ pub fn read(manifest: &Manifest, dir: Option<&Path>) -> Result<ArtifactParts, Tr
 /// The frozen statistics of field `name`, one entry per slot.
 fn frozen_of(
     manifest: &Manifest,
+    exact: Option<&Value>,
     dir: Option<&Path>,
     name: &str,
 ) -> Result<Option<Vec<FrozenStats>>, TransformError> {
@@ -86,12 +91,92 @@ fn frozen_of(
         let at = format!("stats.{name}[{j}]");
         let stat = match e.get("file").and_then(Value::as_str) {
             Some(file) => vocab_file(manifest, dir, &at, e, file)?,
-            None => serde_json::from_value::<FrozenStats>(e.clone())
-                .map_err(|err| bad(format!("{at}: {err}")))?,
+            None => {
+                let exact = exact.and_then(|x| x.get(name)).and_then(|x| x.get(j));
+                let e = match exact {
+                    Some(x) => with_exact_floats(e, x),
+                    None => e.clone(),
+                };
+                serde_json::from_value::<FrozenStats>(e)
+                    .map_err(|err| bad(format!("{at}: {err}")))?
+            }
         };
         out.push(stat);
     }
     Ok(Some(out))
+}
+
+/// The manifest's `stats` object read again from `dir/manifest.json` with
+/// every number kept as its text. serde_json (as built here, without its
+/// `float_roundtrip` feature) may read a 17-digit float one unit in the last
+/// place off, and a frozen mean or standard deviation must be the build's
+/// exact value for the records to match; Rust's own `f64` parsing is exact.
+fn exact_stats(dir: &Path) -> Result<Option<Value>, TransformError> {
+    let path = dir.join(tessera_reader::MANIFEST_FILE);
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| bad(format!("{}: {e}", path.display())))?;
+    let quoted = quote_numbers(&text);
+    let doc: Value =
+        serde_json::from_str(&quoted).map_err(|e| bad(format!("{}: {e}", path.display())))?;
+    Ok(doc.get("stats").cloned())
+}
+
+/// `text` (JSON) with every number outside strings turned into a string of
+/// its digits.
+fn quote_numbers(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 8);
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut in_number = false;
+    for c in text.chars() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+            continue;
+        }
+        let number_char = c.is_ascii_digit() || matches!(c, '-' | '+' | '.' | 'e' | 'E');
+        if in_number && !number_char {
+            out.push('"');
+            in_number = false;
+        } else if !in_number && (c.is_ascii_digit() || c == '-') {
+            out.push('"');
+            in_number = true;
+        }
+        if c == '"' {
+            in_string = true;
+        }
+        out.push(c);
+    }
+    if in_number {
+        out.push('"');
+    }
+    out
+}
+
+/// `entry` with each float replaced by the exact value of its text in
+/// `exact` (integers and strings are already exact).
+fn with_exact_floats(entry: &Value, exact: &Value) -> Value {
+    let mut out = entry.clone();
+    if let (Some(obj), Some(x)) = (out.as_object_mut(), exact.as_object()) {
+        for (k, v) in obj.iter_mut() {
+            if v.is_f64()
+                && let Some(n) = x
+                    .get(k)
+                    .and_then(Value::as_str)
+                    .and_then(|t| t.parse::<f64>().ok())
+                    .and_then(serde_json::Number::from_f64)
+            {
+                *v = Value::Number(n);
+            }
+        }
+    }
+    out
 }
 
 /// A vocabulary stored in `file` beside the manifest: one `[value, count]`
@@ -192,6 +277,24 @@ pub fn query_columns_json(schema: &Schema) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn floats_are_read_exactly() {
+        // A value serde_json's default parser reads one unit in the last
+        // place off (found in a build's standard deviation).
+        let text = r#"{"stats": {"f": [{"kind": "standardize", "count": 3, "mean": -1.5e-3, "std": 255.27502614907138}]}, "s": "a \"1\" 2"}"#;
+        let lossy: Value = serde_json::from_str(text).expect("json");
+        let exact: Value = serde_json::from_str(&quote_numbers(text)).expect("quoted json");
+        assert_eq!(exact["s"], lossy["s"]);
+        let e = with_exact_floats(&lossy["stats"]["f"][0], &exact["stats"]["f"][0]);
+        assert_eq!(
+            e["std"].as_f64(),
+            Some("255.27502614907138".parse::<f64>().expect("f64"))
+        );
+        assert_eq!(e["mean"].as_f64(), Some(-1.5e-3));
+        assert_eq!(e["count"].as_u64(), Some(3));
+        assert_eq!(e["kind"], "standardize");
+    }
 
     #[test]
     fn query_column_types_round_trip() {

@@ -436,6 +436,10 @@ fn same_family(a: &DataType, b: &DataType) -> bool {
 /// exactly: `(row, message)`.
 fn checked_cast(col: &ArrayRef, to: &DataType) -> Result<ArrayRef, (usize, String)> {
     let from = col.data_type();
+    if from == &DataType::Null {
+        // All null (a list of Nones): no value to convert.
+        return Ok(arrow_array::new_null_array(to, col.len()));
+    }
     let whole_only = matches!(
         from,
         DataType::Float16 | DataType::Float32 | DataType::Float64

@@ -1,6 +1,6 @@
 //! SQL without DataFusion: the field inputs, the split key and the filter of
 //! a spec, evaluated over Arrow batches for the expressions this module
-//! implements (docs/TRANSFORM.md lists them), with DataFusion's parser,
+//! implements (docs/SERVING.md lists them), with DataFusion's parser,
 //! type coercion and kernels, so a value means what it meant in the build.
 //! Other expressions are reported as unsupported, naming the construct; the
 //! serving transform then hands them to a [`SqlEngine`] if it has one.
