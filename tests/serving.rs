@@ -62,10 +62,10 @@ fn batch(n: usize, seed: u64) -> RecordBatch {
         small.push((a % 200) as i16 - 100);
         u.push((a >> 8) as u16 % 7);
         i32s.push(((a >> 16) % 1000) as i32 - 500);
-        x.push((a % 9 != 0).then(|| ((a >> 20) % 100_000) as f64 / 100.0 - 300.0));
+        x.push((!a.is_multiple_of(9)).then(|| ((a >> 20) % 100_000) as f64 / 100.0 - 300.0));
         y.push((a % 11 != 1).then(|| ((a >> 24) % 1000) as f32 / 8.0));
-        k.push((a % 13 != 0).then(|| {
-            if a % 7 == 0 {
+        k.push((!a.is_multiple_of(13)).then(|| {
+            if a.is_multiple_of(7) {
                 format!("rare{i}")
             } else {
                 format!("k{}", (a >> 32) % 30)

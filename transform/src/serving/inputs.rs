@@ -112,12 +112,7 @@ impl Expr {
 fn sub_schema(schema: &Schema, columns: &[String]) -> Result<SchemaRef, String> {
     let fields = columns
         .iter()
-        .map(|c| {
-            schema
-                .field_with_name(c)
-                .map(|f| f.clone())
-                .map_err(|_| c.clone())
-        })
+        .map(|c| schema.field_with_name(c).cloned().map_err(|_| c.clone()))
         .collect::<Result<Vec<Field>, _>>()?;
     Ok(Arc::new(Schema::new(fields)))
 }

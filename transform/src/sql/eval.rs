@@ -189,12 +189,9 @@ fn concat_type(l: &DataType, r: &DataType) -> Option<DataType> {
     if let Some(t) = string_common(l, r) {
         return Some(t);
     }
-    for s in [Utf8View, Utf8, LargeUtf8] {
-        if *l == s && can_cast_types(r, &s) || *r == s && can_cast_types(l, &s) {
-            return Some(s);
-        }
-    }
-    None
+    [Utf8View, Utf8, LargeUtf8]
+        .into_iter()
+        .find(|s| *l == *s && can_cast_types(r, s) || *r == *s && can_cast_types(l, s))
 }
 
 /// Compiles `node` for batches of `schema`. An error says why the
