@@ -40,8 +40,10 @@ def assert_same_bytes(a: Dict[str, np.ndarray], b: Dict[str, np.ndarray], what: 
         assert a[k].dtype == b[k].dtype, f"{what}: {k}"
         assert a[k].shape == b[k].shape, f"{what}: {k} {a[k].shape} vs {b[k].shape}"
         if a[k].tobytes() != b[k].tobytes():
-            bad = np.nonzero(a[k].reshape(len(a[k]), -1).view(np.uint8).any(axis=1)
-                             != b[k].reshape(len(b[k]), -1).view(np.uint8).any(axis=1))[0]
+            n = len(a[k])
+            x = np.ascontiguousarray(a[k]).reshape(n, -1).view(np.uint8)
+            y = np.ascontiguousarray(b[k]).reshape(n, -1).view(np.uint8)
+            bad = np.nonzero((x != y).any(axis=1))[0]
             raise AssertionError(f"{what}: field {k} differs (rows {bad[:5]})")
 
 
