@@ -28,15 +28,19 @@ pub struct Moments {
     pub max: f64,
 }
 
-/// An `f64` in JSON, infinities and NaN included (as the strings `"inf"`,
-/// `"-inf"` and `"nan"`: JSON numbers cannot hold them, and serde_json would
-/// write `null`, which does not read back).
+/// An `f64` in JSON, exactly: as its shortest text (`"-2.5"`, `"1e300"`),
+/// infinities and NaN as `"inf"`, `"-inf"` and `"nan"` (JSON numbers cannot
+/// hold them, and serde_json would write `null`, which does not read back).
+/// A JSON number is read too.
 mod any_f64 {
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
         if x.is_finite() {
-            s.serialize_f64(*x)
+            // As text: serde_json (without `float_roundtrip`) may read a
+            // 17-digit number one unit in the last place off, and Rust's
+            // own parsing of the shortest representation is exact.
+            s.serialize_str(&format!("{x:?}"))
         } else if x.is_nan() {
             s.serialize_str("nan")
         } else if *x > 0.0 {
@@ -60,9 +64,11 @@ mod any_f64 {
                 "inf" => Ok(f64::INFINITY),
                 "-inf" => Ok(f64::NEG_INFINITY),
                 "nan" => Ok(f64::NAN),
-                other => Err(serde::de::Error::custom(format!(
-                    "expected a number, \"inf\", \"-inf\" or \"nan\", found {other:?}"
-                ))),
+                other => other.parse::<f64>().map_err(|_| {
+                    serde::de::Error::custom(format!(
+                        "expected a number, \"inf\", \"-inf\" or \"nan\", found {other:?}"
+                    ))
+                }),
             },
         }
     }
@@ -216,5 +222,11 @@ mod tests {
         let back: Moments =
             serde_json::from_str(&serde_json::to_string(&m).expect("json")).expect("read back");
         assert_eq!(back, m);
+        // A maximum serde_json alone would read one unit in the last place off.
+        let mut m = Moments::new();
+        m.push("255.27502614907138".parse().expect("f64"));
+        let back: Moments =
+            serde_json::from_str(&serde_json::to_string(&m).expect("json")).expect("read back");
+        assert_eq!(back.max.to_bits(), m.max.to_bits());
     }
 }

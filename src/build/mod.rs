@@ -10,6 +10,7 @@
 //! - [`resources`]: batch sizes, memory and disk limits.
 
 mod errors;
+mod frozen_file;
 mod job;
 mod resources;
 mod tasks;

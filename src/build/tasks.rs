@@ -360,10 +360,7 @@ pub fn run_task(plan_path: &Path, id: &str) -> Result<(), BuildError> {
                 );
             }
             let frozen = freeze(&spec, &planner, partials)?;
-            write_atomic(
-                &plan.frozen_path(),
-                &serde_json::to_vec(&frozen).unwrap_or_default(),
-            )
+            write_atomic(&plan.frozen_path(), &super::frozen_file::to_bytes(&frozen))
         }
         TaskKind::Shard => {
             let c = chunk(task.chunk.unwrap_or(usize::MAX))?;
@@ -393,7 +390,7 @@ pub fn run_task(plan_path: &Path, id: &str) -> Result<(), BuildError> {
 
 fn frozen_of(plan: &BuildPlan, fields: usize) -> Result<Vec<Option<Vec<FrozenStats>>>, BuildError> {
     if plan.needs_stats {
-        read_json(&plan.frozen_path())
+        super::frozen_file::read(&plan.frozen_path())
     } else {
         Ok(vec![None; fields])
     }
@@ -456,10 +453,7 @@ fn run_global(
         })
         .map_err(located)?;
     attempt.publish()?;
-    write_atomic(
-        &plan.frozen_path(),
-        &serde_json::to_vec(&frozen).unwrap_or_default(),
-    )?;
+    write_atomic(&plan.frozen_path(), &super::frozen_file::to_bytes(&frozen))?;
     write_atomic(
         &plan.global_path(),
         &serde_json::to_vec(&GlobalOutput {
@@ -538,7 +532,7 @@ pub fn commit(plan_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Buil
         }
     };
     let frozen = frozen_of(&plan, spec.fields.len()).or_else(|e| match decision {
-        Decision::Global { .. } => read_json(&plan.frozen_path()).map_err(|_| e),
+        Decision::Global { .. } => super::frozen_file::read(&plan.frozen_path()).map_err(|_| e),
         Decision::Chunked { .. } => Err(e),
     })?;
     let mut built = None;
