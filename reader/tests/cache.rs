@@ -333,9 +333,10 @@ fn with_thirty_percent_of_the_set_the_budget_holds_and_eviction_beats_lru() {
     );
     assert!(opt.fetched_bytes < lru.fetched_bytes);
     assert!(fetched < lru.fetched_bytes, "{fetched} vs LRU {}", lru.fetched_bytes);
-    // Prefetching costs a little against the offline optimum, not more.
+    // The cache makes the offline optimum's fetches (Belady), prefetched
+    // conservatively: no more than a stray one.
     assert!(
-        (fetched as f64) < opt.fetched_bytes as f64 * 1.15,
+        (fetched as f64) <= opt.fetched_bytes as f64 * 1.05,
         "{fetched} vs optimum {}",
         opt.fetched_bytes
     );

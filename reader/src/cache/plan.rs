@@ -58,6 +58,13 @@ impl AccessPlan {
         (0..self.len()).map(|j| self.step(j))
     }
 
+    /// The last step before `before` that reads `shard`, if any.
+    pub fn prev_use(&self, shard: usize, before: usize) -> Option<usize> {
+        let u = self.uses.get(shard)?;
+        let i = u.partition_point(|&s| (s as usize) < before);
+        i.checked_sub(1).map(|i| u[i] as usize)
+    }
+
     /// The first step at or after `from` that reads `shard`, if any.
     pub fn next_use(&self, shard: usize, from: usize) -> Option<usize> {
         let u = self.uses.get(shard)?;
@@ -81,5 +88,8 @@ mod tests {
         assert_eq!(p.next_use(1, 1), None);
         assert_eq!(p.next_use(2, 0), Some(1));
         assert_eq!(p.next_use(7, 0), None);
+        assert_eq!(p.prev_use(0, 3), Some(0));
+        assert_eq!(p.prev_use(0, 4), Some(3));
+        assert_eq!(p.prev_use(2, 1), None);
     }
 }

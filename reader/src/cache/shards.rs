@@ -4,6 +4,7 @@
 
 use super::dir::{CacheDir, Claim, Entry, Resident};
 use super::plan::AccessPlan;
+use super::simulate::{Fetch, conservative_fetches};
 use super::{CacheOptions, CacheStats};
 use crate::compressed::{SeekTable, decompress_into};
 use crate::error::{Error, Result};
@@ -77,6 +78,10 @@ struct Slot {
 struct Active {
     id: u64,
     plan: Arc<AccessPlan>,
+    /// The fetches Belady's rule makes along the plan, in step order, each
+    /// with the first step at which it may start without evicting anything
+    /// needed sooner than it ([`conservative_fetches`]).
+    fetches: Vec<Fetch>,
     done: Vec<bool>,
     /// First step not done.
     cursor: usize,
@@ -622,6 +627,18 @@ impl CachedShards {
     /// starts the threads that fetch ahead. Dropping the handle stops them.
     pub(crate) fn follow(self: &Arc<Self>, plan: AccessPlan) -> PlanHandle {
         let plan = Arc::new(plan);
+        // What is cached already, then the fetches Belady's rule will make.
+        let mut cached = vec![false; self.shards.len()];
+        if let Ok(entries) = self.dir.scan() {
+            for e in entries.iter().filter(|e| !e.part) {
+                for &i in self.by_key.get(&e.key).into_iter().flatten() {
+                    cached[i as usize] = true;
+                }
+            }
+        }
+        let sizes: Vec<u64> = self.shards.iter().map(|s| s.bytes).collect();
+        let budget = self.budget.unwrap_or(u64::MAX);
+        let fetches = conservative_fetches(&plan, &sizes, budget, &cached);
         let id = {
             let mut st = self.lock();
             st.next_plan_id += 1;
@@ -631,6 +648,7 @@ impl CachedShards {
             }
             st.plan = Some(Active {
                 id,
+                fetches,
                 done: vec![false; plan.len()],
                 plan: Arc::clone(&plan),
                 cursor: 0,
@@ -743,20 +761,24 @@ impl CachedShards {
 
 }
 
-/// The first shard in plan order from the cursor that needs fetching, with
-/// the step that needs it.
+/// The next shard to fetch ahead, with the step that needs it: the first of
+/// Belady's fetches from the reader's position that is neither mapped nor
+/// under way, once it may start (after the last use of what it displaces);
+/// `None` until then.
 fn next_candidate(st: &State) -> Option<(usize, usize)> {
     let a = st.plan.as_ref()?;
-    for j in a.cursor..a.plan.len() {
-        if a.done[j] {
+    let from = a.fetches.partition_point(|f| f.step < a.cursor);
+    for f in &a.fetches[from..] {
+        let s = f.shard as usize;
+        let sl = &st.slots[s];
+        if sl.map.is_some() || sl.fetching || sl.prefetch_failed || a.done[f.step] {
             continue;
         }
-        for &s in a.plan.step(j) {
-            let sl = &st.slots[s as usize];
-            if sl.map.is_none() && !sl.fetching && !sl.prefetch_failed {
-                return Some((s as usize, j));
-            }
+        if f.earliest > a.cursor {
+            // Fetches go in order: the next one waits for its turn.
+            return None;
         }
+        return Some((s, f.step));
     }
     None
 }

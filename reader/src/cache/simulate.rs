@@ -44,12 +44,73 @@ impl SimReport {
 /// a step whose shards alone exceed the budget is counted as fetched in
 /// full.
 pub fn simulate(plan: &AccessPlan, sizes: &[u64], budget: u64, policy: Policy) -> SimReport {
+    replay(plan, sizes, budget, policy, &[], |_, _, _| {})
+}
+
+/// One fetch of a cache that follows Belady's rule, fetched as early as it
+/// can be without changing what is evicted (Cao et al.'s "conservative"
+/// prefetching): once every shard it displaces has had its last use before
+/// `step`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Fetch {
+    /// The step that first needs the shard.
+    pub(crate) step: usize,
+    /// The shard.
+    pub(crate) shard: u32,
+    /// The first step at which fetching it evicts nothing needed before
+    /// `step`: after the last use of everything it displaces.
+    pub(crate) earliest: usize,
+}
+
+/// The fetches Belady's rule makes on `plan` with `budget` bytes, starting
+/// with the shards in `cached`, each with the earliest step it may start.
+pub(crate) fn conservative_fetches(
+    plan: &AccessPlan,
+    sizes: &[u64],
+    budget: u64,
+    cached: &[bool],
+) -> Vec<Fetch> {
+    let mut out = Vec::new();
+    replay(plan, sizes, budget, Policy::Belady, cached, |step, shard, victims| {
+        let earliest = victims
+            .iter()
+            .filter_map(|&v| plan.prev_use(v as usize, step))
+            .map(|u| u + 1)
+            .max()
+            .unwrap_or(0);
+        out.push(Fetch {
+            step,
+            shard,
+            earliest,
+        });
+    });
+    out
+}
+
+/// The replay behind [`simulate`]: calls `on_fetch(step, shard, evicted)`
+/// for every fetch.
+fn replay(
+    plan: &AccessPlan,
+    sizes: &[u64],
+    budget: u64,
+    policy: Policy,
+    initial: &[bool],
+    mut on_fetch: impl FnMut(usize, u32, &[u32]),
+) -> SimReport {
     let mut r = SimReport::default();
     // Per shard: cached?, last step used (LRU), and the resident total.
     let mut cached = vec![false; sizes.len()];
     let mut last = vec![0usize; sizes.len()];
     let mut used = 0u64;
     let mut resident: Vec<u32> = Vec::new();
+    for (s, &c) in initial.iter().enumerate().take(sizes.len()) {
+        if c && used + sizes[s] <= budget {
+            cached[s] = true;
+            used += sizes[s];
+            resident.push(s as u32);
+        }
+    }
+    let mut evicted: Vec<u32> = Vec::new();
     let mut prev: &[u32] = &[];
     for (j, step) in plan.steps().enumerate() {
         for &s in step {
@@ -63,6 +124,7 @@ pub fn simulate(plan: &AccessPlan, sizes: &[u64], budget: u64, policy: Policy) -
             if !cached[s] {
                 r.fetches += 1;
                 r.fetched_bytes += sizes[s];
+                evicted.clear();
                 // Make room, keeping this step's shards.
                 while used + sizes[s] > budget {
                     let victim = resident
@@ -79,15 +141,17 @@ pub fn simulate(plan: &AccessPlan, sizes: &[u64], budget: u64, policy: Policy) -
                         })
                         .map(|(i, _)| i);
                     let Some(i) = victim else { break };
-                    let v = resident.swap_remove(i) as usize;
-                    cached[v] = false;
-                    used -= sizes[v];
+                    let v = resident.swap_remove(i);
+                    cached[v as usize] = false;
+                    used -= sizes[v as usize];
+                    evicted.push(v);
                 }
                 if used + sizes[s] <= budget {
                     cached[s] = true;
                     used += sizes[s];
                     resident.push(s as u32);
                 }
+                on_fetch(j, s as u32, &evicted);
             }
             last[s] = j;
         }
@@ -117,6 +181,21 @@ mod tests {
         for p in [Policy::Lru, Policy::Belady] {
             assert_eq!(simulate(&plan, &sizes, 40, p).fetches, 4);
         }
+    }
+
+    #[test]
+    fn conservative_fetches_wait_for_the_last_use_of_what_they_displace() {
+        // Room for two: 0 1 | 2 (evicts 1, used last at step 1) | 0
+        let plan = AccessPlan::new(3, vec![vec![0], vec![1], vec![0], vec![2], vec![0]]);
+        let f = conservative_fetches(&plan, &[1, 1, 1], 2, &[false; 3]);
+        let shards: Vec<u32> = f.iter().map(|x| x.shard).collect();
+        assert_eq!(shards, vec![0, 1, 2]);
+        assert_eq!(f[0].earliest, 0);
+        assert_eq!(f[1].earliest, 0);
+        assert_eq!((f[2].step, f[2].earliest), (3, 2));
+        // Shards already cached are not fetched.
+        let f = conservative_fetches(&plan, &[1, 1, 1], 2, &[true, true, false]);
+        assert_eq!(f.iter().map(|x| x.shard).collect::<Vec<_>>(), vec![2]);
     }
 
     #[test]
