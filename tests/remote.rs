@@ -16,9 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tessera_reader::cache::{AccessPlan, Policy, simulate};
-use tessera_reader::{
-    CacheOptions, Cursor, Dataset, LastBatch, Loader, LoaderConfig, OpenOptions,
-};
+use tessera_reader::{CacheOptions, Cursor, Dataset, LastBatch, Loader, LoaderConfig, OpenOptions};
 
 /// One server at a time: they are heavy for a 2-core machine.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -46,7 +44,8 @@ impl Project {
         let root = tmp.path().to_path_buf();
         write_parquet(&root.join("data"), &rows(rows_count, 5), 4, 5000);
         let plain = format!("{SPEC}shards: {{ target_bytes: 64KiB }}\n");
-        let zstd = format!("{SPEC}shards: {{ target_bytes: 64KiB, compression: zstd, level: 5 }}\n");
+        let zstd =
+            format!("{SPEC}shards: {{ target_bytes: 64KiB, compression: zstd, level: 5 }}\n");
         std::fs::write(root.join("plain.yaml"), plain).expect("spec");
         std::fs::write(root.join("zstd.yaml"), zstd).expect("spec");
         Project { _tmp: tmp, root }
@@ -63,7 +62,14 @@ impl Project {
     /// Builds spec `name` and returns the artifact's directory.
     fn build(&self, name: &str) -> PathBuf {
         let o = tessera()
-            .args(["build", &self.spec(name), "--cache-dir", &self.cache(), "--json", "-q"])
+            .args([
+                "build",
+                &self.spec(name),
+                "--cache-dir",
+                &self.cache(),
+                "--json",
+                "-q",
+            ])
             .output()
             .expect("run");
         assert!(o.status.success(), "{}", stderr(&o));
@@ -138,10 +144,10 @@ fn listing(dir: &Path) -> std::collections::HashMap<(String, u64), u64> {
     let mut out = std::collections::HashMap::new();
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let n = e.file_name().to_string_lossy().into_owned();
-        if n.ends_with(".shard") || n.ends_with(".part") {
-            if let Ok(m) = std::fs::metadata(e.path()) {
-                out.insert((n, m.ino()), m.len());
-            }
+        if (n.ends_with(".shard") || n.ends_with(".part"))
+            && let Ok(m) = std::fs::metadata(e.path())
+        {
+            out.insert((n, m.ino()), m.len());
         }
     }
     out
@@ -169,7 +175,15 @@ fn build_push_and_read_back_byte_identical_batches() {
     let plain_url = server.url("sets/plain");
     let o = run_s3(
         &ep,
-        &["build", &p.spec("plain"), "--cache-dir", &p.cache(), "-q", "-o", &plain_url],
+        &[
+            "build",
+            &p.spec("plain"),
+            "--cache-dir",
+            &p.cache(),
+            "-q",
+            "-o",
+            &plain_url,
+        ],
     );
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("pushed to s3://"), "{}", stdout(&o));
@@ -181,7 +195,10 @@ fn build_push_and_read_back_byte_identical_batches() {
     let o = run_s3(&ep, &["push", &zstd_dir_s, &zstd_url, "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let r: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json");
-    let zm = Dataset::open(&zstd_dir).expect("local zstd").manifest().clone();
+    let zm = Dataset::open(&zstd_dir)
+        .expect("local zstd")
+        .manifest()
+        .clone();
     assert_eq!(r["uploaded_files"], zm.shards.len());
     assert_eq!(r["already_there"], false);
     assert_eq!(zm.format_version, 2);
@@ -204,12 +221,20 @@ fn build_push_and_read_back_byte_identical_batches() {
     }
     // The CLI reads URLs wherever it reads sets.
     let o = run_s3(&ep, &["inspect", &plain_url]);
-    assert!(o.status.success() && stdout(&o).contains("rows"), "{}", stderr(&o));
+    assert!(
+        o.status.success() && stdout(&o).contains("rows"),
+        "{}",
+        stderr(&o)
+    );
     let o = run_s3(&ep, &["head", &zstd_url, "-n", "3"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o).lines().count(), 4, "{}", stdout(&o));
     let o = run_s3(&ep, &["verify", &zstd_url]);
-    assert!(o.status.success() && stdout(&o).starts_with("ok:"), "{}", stderr(&o));
+    assert!(
+        o.status.success() && stdout(&o).starts_with("ok:"),
+        "{}",
+        stderr(&o)
+    );
     // A second push of the same set sends nothing.
     let local_s = local.display().to_string();
     let o = run_s3(&ep, &["push", &local_s, &plain_url, "--json"]);
@@ -220,7 +245,11 @@ fn build_push_and_read_back_byte_identical_batches() {
     // Another set is never published over it.
     let o = run_s3(&ep, &["push", &zstd_dir_s, &plain_url]);
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("already holds another shard set"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("already holds another shard set"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -337,14 +366,24 @@ fn an_interrupted_push_leaves_no_readable_manifest() {
     let server = S3Server::start();
     let p = Project::new(40_000);
     let local = p.build("plain");
-    let shards = Dataset::open(&local).expect("local").manifest().shards.len();
+    let shards = Dataset::open(&local)
+        .expect("local")
+        .manifest()
+        .shards
+        .len();
     assert!(shards >= 8);
     // Slow every request down so the push can be cut in the middle.
     let proxy = LatencyProxy::start(server.port, Duration::from_millis(150));
     let ep = proxy.endpoint();
     let url = server.url("sets/i");
     let mut c = tessera();
-    c.args(["push", &local.display().to_string(), &url, "--concurrency", "1"]);
+    c.args([
+        "push",
+        &local.display().to_string(),
+        &url,
+        "--concurrency",
+        "1",
+    ]);
     for (k, v) in s3::env(&ep) {
         c.env(k, v);
     }
@@ -360,8 +399,14 @@ fn an_interrupted_push_leaves_no_readable_manifest() {
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while count() < 3 {
-        assert!(std::time::Instant::now() < deadline, "the push made no progress");
-        assert!(child.try_wait().expect("wait").is_none(), "the push ended too soon");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the push made no progress"
+        );
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "the push ended too soon"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     child.kill().expect("kill");
@@ -394,7 +439,13 @@ fn an_interrupted_push_leaves_no_readable_manifest() {
 /// Runs `tessera bench` on `url` with a shard cache, returning its JSON.
 fn bench(ep: &str, url: &str, cache: &Path, extra: &[&str]) -> std::process::Child {
     let mut c = tessera();
-    c.args(["bench", url, "--json", "--shard-cache", &cache.display().to_string()]);
+    c.args([
+        "bench",
+        url,
+        "--json",
+        "--shard-cache",
+        &cache.display().to_string(),
+    ]);
     c.args(extra);
     for (k, v) in s3::env(ep) {
         c.env(k, v);
@@ -420,7 +471,11 @@ fn two_processes_share_one_cached_copy() {
     let url = server.url("sets/two");
     let o = run_s3(&ep, &["push", &local.display().to_string(), &url]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let n = Dataset::open(&local).expect("local").manifest().shards.len() as u64;
+    let n = Dataset::open(&local)
+        .expect("local")
+        .manifest()
+        .shards
+        .len() as u64;
     let cache = p.root.join("shared-cache");
     let args = ["--shuffle", "--shuffle-window", "2", "--batch-size", "500"];
     let a = bench(&ep, &url, &cache, &args);
@@ -485,7 +540,10 @@ fn a_thirty_percent_budget_is_never_exceeded_and_fetches_less_than_lru() {
     stop.store(true, Ordering::Relaxed);
     watcher.join().expect("watcher");
     let peak = peak.load(Ordering::Relaxed);
-    assert!(peak <= budget, "the cache held {peak} bytes, budget {budget}");
+    assert!(
+        peak <= budget,
+        "the cache held {peak} bytes, budget {budget}"
+    );
     // The same sequence under LRU and under the offline optimum.
     let cfg = LoaderConfig {
         batch_size: 1024,
@@ -526,6 +584,10 @@ fn a_thirty_percent_budget_is_never_exceeded_and_fetches_less_than_lru() {
         opt.hit_rate(),
         fetched as f64 / lru.fetched_bytes as f64
     );
-    assert!(fetched < lru.fetched_bytes, "{fetched} vs LRU {}", lru.fetched_bytes);
+    assert!(
+        fetched < lru.fetched_bytes,
+        "{fetched} vs LRU {}",
+        lru.fetched_bytes
+    );
     assert!(fetched as f64 <= opt.fetched_bytes as f64 * 1.05);
 }

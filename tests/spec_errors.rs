@@ -546,7 +546,12 @@ fn zstd_level_out_of_range() {
     let mut lines = VALID.to_vec();
     lines.push("shards: { compression: zstd, level: 30 }");
     let err = parse_err(&lines);
-    check(&err, "shards.level", Some(7), "zstd level 30 is not in 1..=22");
+    check(
+        &err,
+        "shards.level",
+        Some(7),
+        "zstd level 30 is not in 1..=22",
+    );
 }
 
 #[test]

@@ -31,13 +31,17 @@ pub const ZSTD_SUFFIX: &str = ".zst";
 /// Compression levels accepted (zstd's standard range).
 pub const ZSTD_LEVELS: std::ops::RangeInclusive<i32> = 1..=22;
 
+/// A data frame: its byte range in the compressed file, and in the
+/// decompressed shard.
+type Frame = (Range<usize>, Range<usize>);
+
 /// The frames of a compressed shard: where each one is in the file and in
 /// the decompressed shard.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct SeekTable {
     /// Per data frame: its byte range in the compressed file and in the
     /// decompressed shard.
-    frames: Vec<(Range<usize>, Range<usize>)>,
+    frames: Vec<Frame>,
 }
 
 impl SeekTable {
@@ -65,10 +69,13 @@ impl SeekTable {
             .checked_mul(8)
             .and_then(|n| n.checked_add(FOOTER_LEN))
             .filter(|&n| n + 8 <= len)
-            .ok_or_else(|| bad(format!("seek table of {count} frames does not fit the file")))?;
+            .ok_or_else(|| {
+                bad(format!(
+                    "seek table of {count} frames does not fit the file"
+                ))
+            })?;
         let start = len - 8 - table_len;
-        if u32_at(file, start) != SKIPPABLE_MAGIC || u32_at(file, start + 4) as usize != table_len
-        {
+        if u32_at(file, start) != SKIPPABLE_MAGIC || u32_at(file, start + 4) as usize != table_len {
             return Err(bad("seek table frame header is malformed".into()));
         }
         if count == 0 {
@@ -80,7 +87,9 @@ impl SeekTable {
             let e = start + 8 + 8 * k;
             let (c, d) = (u32_at(file, e) as usize, u32_at(file, e + 4) as u64);
             if c == 0 || at + c > start {
-                return Err(bad(format!("frame {k}: compressed size {c} leaves the file")));
+                return Err(bad(format!(
+                    "frame {k}: compressed size {c} leaves the file"
+                )));
             }
             if k == 0 && d != HEADER_LEN as u64 {
                 return Err(bad(format!(
@@ -157,7 +166,7 @@ pub(crate) fn decompress_into(
     // Cut the frames into one contiguous run per thread, balanced by size.
     let threads = threads.clamp(1, table.frames.len());
     let per = total.div_ceil(threads);
-    let mut runs: Vec<(&[(Range<usize>, Range<usize>)], &mut [u8])> = Vec::new();
+    let mut runs: Vec<(&[Frame], &mut [u8])> = Vec::new();
     let (mut rest, mut frames) = (out, &table.frames[..]);
     while !frames.is_empty() {
         let first = frames[0].1.start;
@@ -172,16 +181,14 @@ pub(crate) fn decompress_into(
         rest = tail;
         frames = &frames[n..];
     }
-    let run = |(frames, out): (&[(Range<usize>, Range<usize>)], &mut [u8])| -> Result<()> {
+    let run = |(frames, out): (&[Frame], &mut [u8])| -> Result<()> {
         let base = frames.first().map_or(0, |(_, d)| d.start);
         let mut dctx = zstd::bulk::Decompressor::new().map_err(|e| Error::io(path, e))?;
         for (c, d) in frames {
             let dst = &mut out[d.start - base..d.end - base];
             let n = dctx
                 .decompress_to_buffer(&file[c.clone()], dst)
-                .map_err(|e| {
-                    Error::compressed(path, format!("block at byte {}: {e}", c.start))
-                })?;
+                .map_err(|e| Error::compressed(path, format!("block at byte {}: {e}", c.start)))?;
             if n != dst.len() {
                 return Err(Error::compressed(
                     path,
@@ -264,7 +271,12 @@ pub(crate) fn compress_to(
 /// `dir/<file>.zst` (fsynced), removes the original, and returns the
 /// compressed shard's manifest entry. A no-op for a shard already
 /// compressed.
-pub fn compress_shard_file(dir: &Path, info: &ShardInfo, stride: u64, level: i32) -> Result<ShardInfo> {
+pub fn compress_shard_file(
+    dir: &Path,
+    info: &ShardInfo,
+    stride: u64,
+    level: i32,
+) -> Result<ShardInfo> {
     if info.is_compressed() {
         return Ok(info.clone());
     }

@@ -81,12 +81,7 @@ impl Dataset {
         let dir = dir.as_ref();
         let dir = match crate::location::classify(dir)? {
             crate::location::Location::Local(p) => p,
-            #[cfg(feature = "remote")]
-            crate::location::Location::Url(url) => {
-                let (manifest, source) = crate::remote::open_set(&url, &opts.storage_options)?;
-                let cache = CachedShards::open(url.clone(), &manifest, source, &opts.cache, true)?;
-                return Self::assemble(PathBuf::from(url), manifest, Storage::Cached(cache));
-            }
+            crate::location::Location::Url(url) => return Self::open_url(url, opts),
         };
         let manifest_path = dir.join(MANIFEST_FILE);
         let bytes = read_manifest(&manifest_path)?;
@@ -126,6 +121,25 @@ impl Dataset {
             maps.push(map);
         }
         Self::assemble(dir, manifest, Storage::Mapped(maps))
+    }
+
+    /// A set in an object store: its manifest now, its shards through the
+    /// cache.
+    #[cfg(feature = "remote")]
+    fn open_url(url: String, opts: &OpenOptions) -> Result<Self> {
+        let (manifest, source) = crate::remote::open_set(&url, &opts.storage_options)?;
+        let cache = CachedShards::open(url.clone(), &manifest, source, &opts.cache, true)?;
+        Self::assemble(PathBuf::from(url), manifest, Storage::Cached(cache))
+    }
+
+    #[cfg(not(feature = "remote"))]
+    fn open_url(url: String, _opts: &OpenOptions) -> Result<Self> {
+        Err(Error::Remote {
+            url,
+            reason: "this build of tessera-shards-reader has no object-store support \
+                     (enable its `remote` feature)"
+                .into(),
+        })
     }
 
     /// The set over `storage`, with its shard table.
@@ -398,7 +412,8 @@ impl Dataset {
             )));
         }
         let pins = self.pin(start..start + n, step)?;
-        self.set.copy_run(pins.as_ref(), self.rows.start + start, out);
+        self.set
+            .copy_run(pins.as_ref(), self.rows.start + start, out);
         Ok(())
     }
 

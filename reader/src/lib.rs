@@ -75,12 +75,12 @@ mod writer;
 
 pub use batch::{Batch, FieldView};
 pub use cache::{CacheOptions, CacheStats};
-pub use dataset::{Dataset, OpenOptions};
-pub use dtype::{DType, Element, cast_slice};
-pub use error::{Error, Result};
 #[cfg(feature = "zstd")]
 pub use compressed::compress_shard_file;
 pub use compressed::{ZSTD_LEVELS, ZSTD_SUFFIX};
+pub use dataset::{Dataset, OpenOptions};
+pub use dtype::{DType, Element, cast_slice};
+pub use error::{Error, Result};
 pub use header::{FORMAT_VERSION, HEADER_LEN, LATEST_FORMAT_VERSION, MAGIC, ShardHeader};
 pub use layout::{FieldLayout, FieldSpec, MAX_STRIDE, RecordLayout};
 pub use loader::{Batches, Loader, LoaderConfig};

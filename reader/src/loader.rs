@@ -294,13 +294,9 @@ impl Loader {
                 let width = usize::try_from(self.cfg.shuffle_window).unwrap_or(usize::MAX);
                 EpochOrder::windowed(view_pieces(rows, ds.row_range()), width, seed, epoch)
             }
-            Source::Set(ds) => EpochOrder::new_as(
-                ds.order_version(),
-                ds.len(),
-                self.cfg.shuffle,
-                seed,
-                epoch,
-            ),
+            Source::Set(ds) => {
+                EpochOrder::new_as(ds.order_version(), ds.len(), self.cfg.shuffle, seed, epoch)
+            }
             // A mixture's epoch is a run of its global samples; the
             // shuffling happens inside the components.
             Source::Mix(m) => EpochOrder::sequential(m.epoch_samples()),

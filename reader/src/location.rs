@@ -14,7 +14,6 @@ pub(crate) enum Location {
     /// A directory on this machine (a `file://` URL becomes its path).
     Local(PathBuf),
     /// An object-store URL, without a trailing slash.
-    #[cfg(feature = "remote")]
     Url(String),
 }
 
@@ -59,19 +58,7 @@ pub(crate) fn classify(p: &Path) -> Result<Location> {
             STORE_SCHEMES.join(", ")
         )));
     }
-    #[cfg(feature = "remote")]
-    {
-        Ok(Location::Url(s.trim_end_matches('/').to_owned()))
-    }
-    #[cfg(not(feature = "remote"))]
-    {
-        Err(Error::Remote {
-            url: s.to_owned(),
-            reason: "this build of tessera-shards-reader has no object-store support \
-                     (enable its `remote` feature)"
-                .into(),
-        })
-    }
+    Ok(Location::Url(s.trim_end_matches('/').to_owned()))
 }
 
 #[cfg(test)]

@@ -283,7 +283,8 @@ impl Manifest {
                     s.blake3
                 )));
             }
-            self.check_storage(s).map_err(|r| bad(format!("{key} ({}): {r}", s.file)))?;
+            self.check_storage(s)
+                .map_err(|r| bad(format!("{key} ({}): {r}", s.file)))?;
             total = total
                 .checked_add(s.rows)
                 .ok_or_else(|| bad("total row count overflows".into()))?;
@@ -520,10 +521,20 @@ mod tests {
         // A compressed shard in a version-1 manifest, or without its keys.
         let mut bad = z.clone();
         bad.format_version = 1;
-        assert!(reparse(&bad).unwrap_err().to_string().contains("format_version 2"));
+        assert!(
+            reparse(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("format_version 2")
+        );
         let mut bad = z.clone();
         bad.shards[1].stored_blake3 = None;
-        assert!(reparse(&bad).unwrap_err().to_string().contains("stored_blake3"));
+        assert!(
+            reparse(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("stored_blake3")
+        );
         // A version-2 manifest may hold only uncompressed shards.
         m.format_version = 2;
         assert_eq!(reparse(&m).unwrap(), m);
@@ -580,7 +591,12 @@ mod tests {
         assert!(reparse(&m).unwrap_err().to_string().contains("blake3"));
         let mut m = sample();
         m.shards[0].stored_bytes = Some(100);
-        assert!(reparse(&m).unwrap_err().to_string().contains("only for compressed"));
+        assert!(
+            reparse(&m)
+                .unwrap_err()
+                .to_string()
+                .contains("only for compressed")
+        );
         assert!(Manifest::parse(b"{", Path::new("m.json")).is_err());
         assert!(Manifest::parse(b"[]", Path::new("m.json")).is_err());
     }

@@ -10,8 +10,7 @@ use std::path::PathBuf;
 pub(crate) trait ShardSource: Send + Sync + std::fmt::Debug {
     /// Streams the stored file `name`, which should be `size` bytes, into
     /// `sink` in order.
-    fn read(&self, name: &str, size: u64, sink: &mut dyn FnMut(&[u8]) -> Result<()>)
-    -> Result<()>;
+    fn read(&self, name: &str, size: u64, sink: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()>;
 
     /// Where `name` lives, for messages: a path or a URL.
     fn locate(&self, name: &str) -> PathBuf;
@@ -28,12 +27,7 @@ pub(crate) struct LocalDir {
 }
 
 impl ShardSource for LocalDir {
-    fn read(
-        &self,
-        name: &str,
-        size: u64,
-        sink: &mut dyn FnMut(&[u8]) -> Result<()>,
-    ) -> Result<()> {
+    fn read(&self, name: &str, size: u64, sink: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
         let path = self.dir.join(name);
         let mut f = match std::fs::File::open(&path) {
             Ok(f) => f,

@@ -87,10 +87,10 @@ fn listing(dir: &Path) -> std::collections::HashMap<(String, u64), u64> {
     let mut out = std::collections::HashMap::new();
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let n = e.file_name().to_string_lossy().into_owned();
-        if n.ends_with(".shard") || n.ends_with(".part") {
-            if let Ok(m) = std::fs::metadata(e.path()) {
-                out.insert((n, m.ino()), m.len());
-            }
+        if (n.ends_with(".shard") || n.ends_with(".part"))
+            && let Ok(m) = std::fs::metadata(e.path())
+        {
+            out.insert((n, m.ino()), m.len());
         }
     }
     out
@@ -124,7 +124,11 @@ fn a_compressed_set_reads_the_same_batches_as_the_plain_one() {
     assert!(stored * 3 < bytes, "compressed {stored} of {bytes}");
     // Same content hashes: compression changes storage, not shards.
     let hashes = |d: &Dataset| -> Vec<String> {
-        d.manifest().shards.iter().map(|s| s.blake3.clone()).collect()
+        d.manifest()
+            .shards
+            .iter()
+            .map(|s| s.blake3.clone())
+            .collect()
     };
     assert_eq!(hashes(&p), hashes(&z));
     for cfg in [
@@ -301,7 +305,10 @@ fn with_thirty_percent_of_the_set_the_budget_holds_and_eviction_beats_lru() {
     // Same batches as the plain set, and the budget never exceeded.
     assert!(got == read_all(&Dataset::open(&plain).unwrap(), &cfg, 3));
     let peak = peak.load(Ordering::Relaxed);
-    assert!(peak <= budget, "cache peaked at {peak} bytes, budget {budget}");
+    assert!(
+        peak <= budget,
+        "cache peaked at {peak} bytes, budget {budget}"
+    );
     assert!(peak > budget / 2, "the cache was hardly used: {peak}");
     // Compare with LRU and with the offline optimum on the same sequence.
     let loader = Loader::new(&ds, cfg.clone()).unwrap();
@@ -332,7 +339,11 @@ fn with_thirty_percent_of_the_set_the_budget_holds_and_eviction_beats_lru() {
         fetched as f64 / lru.fetched_bytes as f64
     );
     assert!(opt.fetched_bytes < lru.fetched_bytes);
-    assert!(fetched < lru.fetched_bytes, "{fetched} vs LRU {}", lru.fetched_bytes);
+    assert!(
+        fetched < lru.fetched_bytes,
+        "{fetched} vs LRU {}",
+        lru.fetched_bytes
+    );
     // The cache makes the offline optimum's fetches (Belady), prefetched
     // conservatively: no more than a stray one.
     assert!(

@@ -31,27 +31,42 @@ fn by_the_text(pieces: &[(u64, u64)], w: usize, seed: u64, epoch: u64) -> Vec<u6
         let first = t * w;
         let end = ((t + 1) * w).min(q.len());
         let n_t = c[end] - c[first];
-        let sigma = perm2(n_t, mix(seed ^ mix(0x7465_7373_6572_6134 ^ t as u64)), epoch);
+        let sigma = perm2(
+            n_t,
+            mix(seed ^ mix(0x7465_7373_6572_6134 ^ t as u64)),
+            epoch,
+        );
         for pos in 0..n_t {
             let r = sigma[pos as usize];
             let abs = c[first] + r;
-            let i = (first..end).find(|&i| c[i] <= abs && abs < c[i + 1]).unwrap();
+            let i = (first..end)
+                .find(|&i| c[i] <= abs && abs < c[i + 1])
+                .unwrap();
             out.push(q[i].0 + (abs - c[i]));
         }
     }
     out
 }
 
-fn windowed(sizes: &[u64], view: std::ops::Range<u64>, w: usize, seed: u64, epoch: u64) -> Vec<u64> {
+fn windowed(
+    sizes: &[u64],
+    view: std::ops::Range<u64>,
+    w: usize,
+    seed: u64,
+    epoch: u64,
+) -> Vec<u64> {
     let o = EpochOrder::windowed(view_pieces(sizes.iter().copied(), view), w, seed, epoch);
     let mut v = Vec::new();
     o.extend_records(0..o.len(), &mut v);
     v
 }
 
+/// Shard sizes, the view, the window width, seed and epoch.
+type Case<'a> = (&'a [u64], std::ops::Range<u64>, usize, u64, u64);
+
 #[test]
 fn the_order_is_the_one_the_format_defines() {
-    let cases: &[(&[u64], std::ops::Range<u64>, usize, u64, u64)] = &[
+    let cases: &[Case] = &[
         (&[4, 3, 5], 0..12, 2, 7, 0),
         (&[100, 80, 100, 1, 300, 70_000], 0..70_581, 2, 1, 4),
         (&[10, 10, 10, 10], 5..33, 3, 99, 2),

@@ -484,7 +484,11 @@ fn read_shards(ctx: &Ctx<'_>, top: &MapView<'_>) -> Result<Shards, SpecError> {
         if level > *levels.end() as u64 {
             return Err(item.error(
                 ctx,
-                format!("zstd level {level} is not in {}..={}", levels.start(), levels.end()),
+                format!(
+                    "zstd level {level} is not in {}..={}",
+                    levels.start(),
+                    levels.end()
+                ),
             ));
         }
         shards.zstd_level = Some(level as i32);

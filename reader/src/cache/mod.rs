@@ -70,7 +70,10 @@ impl CacheOptions {
             return Ok(PathBuf::from(d).join("tessera").join("shards"));
         }
         if let Some(h) = env("HOME") {
-            return Ok(PathBuf::from(h).join(".cache").join("tessera").join("shards"));
+            return Ok(PathBuf::from(h)
+                .join(".cache")
+                .join("tessera")
+                .join("shards"));
         }
         Err(Error::InvalidArgument(format!(
             "no shard cache directory: set {CACHE_DIR_ENV} or HOME, or pass a cache directory"

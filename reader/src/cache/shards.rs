@@ -684,8 +684,7 @@ impl CachedShards {
             let (s, next) = {
                 let mut st = self.lock();
                 loop {
-                    if stop.load(Ordering::Acquire) || st.plan.as_ref().is_none_or(|a| a.id != id)
-                    {
+                    if stop.load(Ordering::Acquire) || st.plan.as_ref().is_none_or(|a| a.id != id) {
                         return;
                     }
                     if blocked_at != Some(st.progress)
@@ -758,7 +757,6 @@ impl CachedShards {
         drop(guard);
         self.changed.notify_all();
     }
-
 }
 
 /// The next shard to fetch ahead, with the step that needs it: the first of

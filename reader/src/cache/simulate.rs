@@ -71,19 +71,26 @@ pub(crate) fn conservative_fetches(
     cached: &[bool],
 ) -> Vec<Fetch> {
     let mut out = Vec::new();
-    replay(plan, sizes, budget, Policy::Belady, cached, |step, shard, victims| {
-        let earliest = victims
-            .iter()
-            .filter_map(|&v| plan.prev_use(v as usize, step))
-            .map(|u| u + 1)
-            .max()
-            .unwrap_or(0);
-        out.push(Fetch {
-            step,
-            shard,
-            earliest,
-        });
-    });
+    replay(
+        plan,
+        sizes,
+        budget,
+        Policy::Belady,
+        cached,
+        |step, shard, victims| {
+            let earliest = victims
+                .iter()
+                .filter_map(|&v| plan.prev_use(v as usize, step))
+                .map(|u| u + 1)
+                .max()
+                .unwrap_or(0);
+            out.push(Fetch {
+                step,
+                shard,
+                earliest,
+            });
+        },
+    );
     out
 }
 

@@ -445,7 +445,9 @@ impl Mixture {
         }
         gather_with(out, self.stride(), |j| {
             let (c, i) = picks[j];
-            self.components[c].dataset.record_pinned(pins[c].as_ref(), i)
+            self.components[c]
+                .dataset
+                .record_pinned(pins[c].as_ref(), i)
         });
         Ok(())
     }

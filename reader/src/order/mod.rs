@@ -14,14 +14,14 @@ mod schedule;
 mod window;
 
 pub use permutation::TABLE_MAX;
-pub use window::view_pieces;
 pub(crate) use permutation::{SplitMix, mix};
 pub use schedule::{Cursor, LastBatch, Schedule};
+pub use window::view_pieces;
 
 use crate::error::{Error, Result};
 use permutation::{FeistelV1, FeistelV2, table_v2};
-use window::WindowOrder;
 use std::sync::Arc;
+use window::WindowOrder;
 
 /// Which definition of the shuffled order a shard set uses. Stored in the
 /// manifest (`order_version`; absent means 1), so a set keeps the order it
@@ -108,7 +108,12 @@ impl EpochOrder {
     /// windows of `width` pieces, and the records of each window are
     /// shuffled among themselves. An epoch then needs one window of shards
     /// at a time.
-    pub fn windowed(pieces: Vec<std::ops::Range<u64>>, width: usize, seed: u64, epoch: u64) -> Self {
+    pub fn windowed(
+        pieces: Vec<std::ops::Range<u64>>,
+        width: usize,
+        seed: u64,
+        epoch: u64,
+    ) -> Self {
         let w = WindowOrder::new(pieces, width, seed, epoch);
         EpochOrder {
             n: w.len(),

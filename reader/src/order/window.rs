@@ -230,8 +230,10 @@ mod tests {
                 for t in 0..p.len().div_ceil(width) {
                     let (ps, start) = w.window(t);
                     let end = w.cum[ps.end];
-                    let mut shards: Vec<usize> =
-                        all[start as usize..end as usize].iter().map(|&i| shard(i)).collect();
+                    let mut shards: Vec<usize> = all[start as usize..end as usize]
+                        .iter()
+                        .map(|&i| shard(i))
+                        .collect();
                     shards.sort_unstable();
                     shards.dedup();
                     assert!(shards.len() <= width);
@@ -253,7 +255,13 @@ mod tests {
         assert_ne!(run(1, 0), run(2, 0));
         // The first window's pieces differ between epochs most of the time.
         let first = |e| run(3, e)[..200].iter().map(|i| i / 100).min().unwrap();
-        assert!((0..8).map(first).collect::<std::collections::HashSet<_>>().len() > 2);
+        assert!(
+            (0..8)
+                .map(first)
+                .collect::<std::collections::HashSet<_>>()
+                .len()
+                > 2
+        );
     }
 
     #[test]

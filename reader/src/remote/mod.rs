@@ -32,14 +32,14 @@ pub(crate) fn open_set(
     options: &[(String, String)],
 ) -> Result<(Manifest, Box<dyn ShardSource>)> {
     let store = RemoteStore::new(url, options)?;
-    let bytes = store.get_small(MANIFEST_FILE, MAX_MANIFEST_BYTES)?.ok_or_else(|| {
-        Error::Remote {
+    let bytes = store
+        .get_small(MANIFEST_FILE, MAX_MANIFEST_BYTES)?
+        .ok_or_else(|| Error::Remote {
             url: store.url_of(MANIFEST_FILE),
             reason: "no manifest here: not a shard set, or a push that has not finished \
                      (the manifest is written last)"
                 .into(),
-        }
-    })?;
+        })?;
     let manifest = Manifest::parse(&bytes, Path::new(&store.url_of(MANIFEST_FILE)))?;
     Ok((manifest, Box::new(StoreSource { store })))
 }
@@ -51,12 +51,7 @@ struct StoreSource {
 }
 
 impl ShardSource for StoreSource {
-    fn read(
-        &self,
-        name: &str,
-        size: u64,
-        sink: &mut dyn FnMut(&[u8]) -> Result<()>,
-    ) -> Result<()> {
+    fn read(&self, name: &str, size: u64, sink: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
         self.store.get_stream(name, size, sink)
     }
 

@@ -94,13 +94,18 @@ pub fn push(dir: &Path, url: &str, opts: &PushOptions) -> Result<PushReport> {
     }
     let next = AtomicUsize::new(0);
     let outcome: Mutex<(PushReport, Option<Error>)> = Mutex::new((report, None));
-    let workers = opts.concurrency.clamp(1, 64).min(manifest.shards.len().max(1));
+    let workers = opts
+        .concurrency
+        .clamp(1, 64)
+        .min(manifest.shards.len().max(1));
     std::thread::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(s) = manifest.shards.get(i) else { return };
+                    let Some(s) = manifest.shards.get(i) else {
+                        return;
+                    };
                     if outcome.lock().map(|o| o.1.is_some()).unwrap_or(true) {
                         return;
                     }
@@ -175,7 +180,12 @@ enum Sent {
     Uploaded { retries: usize },
 }
 
-fn upload_shard(store: &RemoteStore, dir: &Path, s: &ShardInfo, opts: &PushOptions) -> Result<Sent> {
+fn upload_shard(
+    store: &RemoteStore,
+    dir: &Path,
+    s: &ShardInfo,
+    opts: &PushOptions,
+) -> Result<Sent> {
     let hash = s.file_blake3();
     if let Some(h) = store.head(&s.file)?
         && h.size == s.file_bytes()
@@ -187,14 +197,24 @@ fn upload_shard(store: &RemoteStore, dir: &Path, s: &ShardInfo, opts: &PushOptio
     let mut attempt = 0;
     loop {
         let r = if s.file_bytes() >= opts.multipart_threshold {
-            store.put_multipart(&s.file, &path, hash, opts.part_bytes.max(5 << 20), opts.concurrency)
+            store.put_multipart(
+                &s.file,
+                &path,
+                hash,
+                opts.part_bytes.max(5 << 20),
+                opts.concurrency,
+            )
         } else {
             std::fs::read(&path)
                 .map_err(|e| Error::io(&path, e))
                 .and_then(|b| store.put(&s.file, b, Some(hash), false).map(|_| ()))
         };
         match r {
-            Ok(()) => return Ok(Sent::Uploaded { retries: attempt as usize }),
+            Ok(()) => {
+                return Ok(Sent::Uploaded {
+                    retries: attempt as usize,
+                });
+            }
             Err(e @ Error::Io { .. }) => return Err(e),
             Err(e) => {
                 attempt += 1;

@@ -29,7 +29,9 @@ pub struct RemoteStore {
 
 impl std::fmt::Debug for RemoteStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RemoteStore").field("url", &self.url).finish()
+        f.debug_struct("RemoteStore")
+            .field("url", &self.url)
+            .finish()
     }
 }
 
@@ -80,7 +82,11 @@ impl RemoteStore {
                     let key = AmazonS3ConfigKey::from_str(k).map_err(|_| unknown(k))?;
                     b = b.with_config(key, v);
                 }
-                Arc::new(b.with_retry(retry).build().map_err(|e| bad(e.to_string()))?)
+                Arc::new(
+                    b.with_retry(retry)
+                        .build()
+                        .map_err(|e| bad(e.to_string()))?,
+                )
             }
             ObjectStoreScheme::GoogleCloudStorage => {
                 use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
@@ -89,7 +95,11 @@ impl RemoteStore {
                     let key = GoogleConfigKey::from_str(k).map_err(|_| unknown(k))?;
                     b = b.with_config(key, v);
                 }
-                Arc::new(b.with_retry(retry).build().map_err(|e| bad(e.to_string()))?)
+                Arc::new(
+                    b.with_retry(retry)
+                        .build()
+                        .map_err(|e| bad(e.to_string()))?,
+                )
             }
             ObjectStoreScheme::MicrosoftAzure => {
                 use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
@@ -98,7 +108,11 @@ impl RemoteStore {
                     let key = AzureConfigKey::from_str(k).map_err(|_| unknown(k))?;
                     b = b.with_config(key, v);
                 }
-                Arc::new(b.with_retry(retry).build().map_err(|e| bad(e.to_string()))?)
+                Arc::new(
+                    b.with_retry(retry)
+                        .build()
+                        .map_err(|e| bad(e.to_string()))?,
+                )
             }
             ObjectStoreScheme::Http => {
                 use object_store::client::ClientConfigKey;
