@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Fuzzes the byte-level parsers of the reader crate (reader/fuzz/): the
-# manifest parser and the shard-header decoder, each for a bounded time.
+# Fuzzes the parsers of untrusted input, each for a bounded time: the reader
+# crate's manifest parser and shard-header decoder (reader/fuzz/), and the
+# compiler's spec parser (fuzz/).
 #
-#   scripts/fuzz.sh                  # both targets, 30 s each
-#   FUZZ_SECONDS=300 scripts/fuzz.sh header
+#   scripts/fuzz.sh                  # every target, 30 s each
+#   FUZZ_SECONDS=300 scripts/fuzz.sh header spec
 #
 # Environment:
 #   FUZZ_SECONDS     seconds per target (default 30)
@@ -13,10 +14,11 @@
 #                    (default: the active one)
 #
 # Runs on stable Rust: `cargo fuzz run -s none` needs no unstable flag. The
-# corpus is seeded from a real shard set written by ShardSetWriter
-# (reader/fuzz/examples/write_seeds.rs) and kept in reader/fuzz/corpus/, so
-# later runs start where earlier ones stopped. A crash leaves its input in
-# reader/fuzz/artifacts/<target>/ and makes the script exit 1.
+# reader's corpus is seeded from a real shard set written by ShardSetWriter
+# (reader/fuzz/examples/write_seeds.rs), the spec parser's from specs/ and
+# tests/bad_specs/; corpora are kept in <crate>/corpus/, so later runs start
+# where earlier ones stopped. A crash leaves its input in
+# <crate>/artifacts/<target>/ and makes the script exit 1.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,36 +33,56 @@ if [[ -n "${FUZZ_TOOLCHAIN:-}" ]]; then
 fi
 targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then
-  targets=(manifest header)
+  targets=(manifest header spec)
 fi
+
+# The crate directory of a target.
+crate_of() {
+  case "$1" in
+    spec) echo "$repo/fuzz" ;;
+    *) echo "$repo/reader/fuzz" ;;
+  esac
+}
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "== installing cargo-fuzz"
   cargo install cargo-fuzz --locked
 fi
 
-fuzz_dir="$repo/reader/fuzz"
 # Its own target directory: the instrumented build uses different flags from
 # the workspace build and would otherwise invalidate it.
 target_dir="$CARGO_TARGET_DIR/fuzz"
-corpus="$fuzz_dir/corpus"
-cd "$fuzz_dir"
 
-echo "== seeding $corpus from a shard set written by ShardSetWriter"
-cargo "${toolchain[@]}" run --quiet --release --example write_seeds \
-  --target-dir "$target_dir" -- "$corpus"
-
-echo "== building fuzz targets (sanitizer: $sanitizer)"
-cargo "${toolchain[@]}" fuzz build -s "$sanitizer" --target-dir "$target_dir" 2>&1 |
-  grep -vE '^\s+(Compiling|Downloaded|Downloading)' || true
+built=()
+for t in "${targets[@]}"; do
+  dir="$(crate_of "$t")"
+  [[ " ${built[*]} " == *" $dir "* ]] && continue
+  built+=("$dir")
+  cd "$dir"
+  if [[ "$dir" == "$repo/reader/fuzz" ]]; then
+    echo "== seeding $dir/corpus from a shard set written by ShardSetWriter"
+    cargo "${toolchain[@]}" run --quiet --release --example write_seeds \
+      --target-dir "$target_dir" -- "$dir/corpus"
+  else
+    echo "== seeding $dir/corpus/spec from specs/ and tests/bad_specs/"
+    mkdir -p "$dir/corpus/spec"
+    cp "$repo"/specs/*.yaml "$repo"/tests/bad_specs/*.yaml "$dir/corpus/spec/"
+  fi
+  echo "== building the fuzz targets of ${dir#"$repo"/} (sanitizer: $sanitizer)"
+  cargo "${toolchain[@]}" fuzz build -s "$sanitizer" --target-dir "$target_dir" 2>&1 |
+    grep -vE '^\s+(Compiling|Downloaded|Downloading)' || true
+done
 
 failed=()
 summary=()
 for t in "${targets[@]}"; do
+  dir="$(crate_of "$t")"
+  corpus="$dir/corpus"
+  cd "$dir"
   echo "== fuzzing $t for ${seconds}s"
   log="$(mktemp)"
   if cargo "${toolchain[@]}" fuzz run -s "$sanitizer" --target-dir "$target_dir" "$t" "$corpus/$t" -- \
-      -max_total_time="$seconds" -print_final_stats=1 >"$log" 2>&1; then
+      -max_total_time="$seconds" -timeout=10 -print_final_stats=1 >"$log" 2>&1; then
     status=ok
   else
     status=FAILED
@@ -77,6 +99,6 @@ echo
 echo "== fuzz summary (cargo-fuzz $(cargo fuzz --version | awk '{print $2}'), $(rustc "${toolchain[@]}" --version))"
 printf '%s\n' "${summary[@]}"
 if [[ ${#failed[@]} -gt 0 ]]; then
-  echo "crashes in: ${failed[*]} (inputs under $fuzz_dir/artifacts/)"
+  echo "crashes in: ${failed[*]} (inputs under reader/fuzz/artifacts/ or fuzz/artifacts/)"
   exit 1
 fi

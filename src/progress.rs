@@ -92,6 +92,7 @@ impl Progress {
 impl Stage {
     /// Adds rows and bytes processed (called from worker threads).
     pub fn advance(&self, rows: u64, bytes: u64) {
+        crate::fault::point_with(|| format!("stage.{}.batch", self.name));
         if let Ok(mut s) = self.state.lock() {
             s.1 += rows;
             s.2 += bytes;
@@ -105,9 +106,9 @@ impl Stage {
         let secs = self.started.elapsed().as_secs_f64().max(1e-3);
         if bytes > 0 {
             format!(
-                "{rows} rows, {:.1} MB, {:.1} MB/s",
-                bytes as f64 / 1e6,
-                bytes as f64 / 1e6 / secs
+                "{rows} rows, {}, {}/s",
+                crate::cache::format_bytes(bytes),
+                crate::cache::format_bytes((bytes as f64 / secs) as u64)
             )
         } else {
             format!("{rows} rows")
@@ -116,6 +117,7 @@ impl Stage {
 
     /// Marks one chunk done.
     pub fn chunk_done(&self) {
+        crate::fault::point_with(|| format!("stage.{}.chunk", self.name));
         if let Ok(mut s) = self.state.lock() {
             s.0 += 1;
             if let Some(b) = &self.bar {
@@ -135,6 +137,7 @@ impl Stage {
 
     /// Ends the stage.
     pub fn finish(&self) {
+        crate::fault::point_with(|| format!("stage.{}.done", self.name));
         if let Some(b) = &self.bar {
             b.finish();
         }

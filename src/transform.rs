@@ -51,16 +51,58 @@ pub fn split_of(key: &[u8], cumulative: &[f64]) -> usize {
 /// of their squares, the minimum and the maximum. Exact sums make the mean and
 /// standard deviation a function of the multiset of values alone: the same
 /// bits whatever the order, the thread count or the way the input is cut.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Moments {
     /// Values seen.
     pub count: u64,
     sum: ExactSum,
     sum_sq: ExactSum,
     /// Smallest value seen (`+inf` when empty).
+    #[serde(with = "any_f64")]
     pub min: f64,
     /// Largest value seen (`-inf` when empty).
+    #[serde(with = "any_f64")]
     pub max: f64,
+}
+
+/// An `f64` in JSON, infinities and NaN included (as the strings `"inf"`,
+/// `"-inf"` and `"nan"`: JSON numbers cannot hold them, and serde_json would
+/// write `null`, which does not read back).
+mod any_f64 {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if x.is_finite() {
+            s.serialize_f64(*x)
+        } else if x.is_nan() {
+            s.serialize_str("nan")
+        } else if *x > 0.0 {
+            s.serialize_str("inf")
+        } else {
+            s.serialize_str("-inf")
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Repr {
+        Number(f64),
+        Text(String),
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        match Repr::deserialize(d)? {
+            Repr::Number(x) => Ok(x),
+            Repr::Text(t) => match t.as_str() {
+                "inf" => Ok(f64::INFINITY),
+                "-inf" => Ok(f64::NEG_INFINITY),
+                "nan" => Ok(f64::NAN),
+                other => Err(serde::de::Error::custom(format!(
+                    "expected a number, \"inf\", \"-inf\" or \"nan\", found {other:?}"
+                ))),
+            },
+        }
+    }
 }
 
 impl Default for Moments {
@@ -294,5 +336,19 @@ mod tests {
             .filter(|i| split_of(format!("{i}").as_bytes(), &cum) == 0)
             .count();
         assert!((train as f64 / n as f64 - 0.8).abs() < 0.02, "{train}");
+    }
+
+    #[test]
+    fn empty_moments_survive_json() {
+        let m = Moments::new();
+        let text = serde_json::to_string(&m).expect("json");
+        let back: Moments = serde_json::from_str(&text).expect(&text);
+        assert_eq!(back, m);
+        let mut m = Moments::new();
+        m.push(-2.5);
+        m.push(4.0);
+        let back: Moments =
+            serde_json::from_str(&serde_json::to_string(&m).expect("json")).expect("read back");
+        assert_eq!(back, m);
     }
 }

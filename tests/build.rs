@@ -58,6 +58,7 @@ fn opts(cache: &Path, threads: usize) -> BuildOptions {
         memory_limit: None,
         progress: ProgressMode::Quiet,
         allow_empty: false,
+        max_output: None,
     }
 }
 

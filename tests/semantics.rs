@@ -66,6 +66,7 @@ impl Fixture {
                 memory_limit: Some(256 << 20),
                 progress: ProgressMode::Quiet,
                 allow_empty: false,
+                max_output: None,
             },
         )
     }
@@ -452,6 +453,15 @@ fn values_that_do_not_fit_their_field_are_errors_naming_field_and_row() {
         .to_string();
     assert!(e.contains("spec.yaml:6: fields.s:"), "{e}");
     assert!(e.contains("s.csv:3: \"abc\" is not a number"), "{e}");
+    // The same mistake found by the statistics pass is traced too.
+    let e = fx
+        .build(
+            &format!("{base}  s: {{ dtype: f32, column: s, transform: standardize }}\n"),
+            1,
+        )
+        .expect_err("string standardized")
+        .to_string();
+    assert!(e.contains("s.csv:3: \"abc\" is not a number"), "{e}");
     // A fraction stored as an integer.
     let e = fx
         .build(&format!("{base}  f: {{ dtype: i32, column: f }}\n"), 1)
@@ -698,6 +708,7 @@ fn a_query_over_the_memory_limit_names_the_limit() {
             memory_limit: Some(256 << 10),
             progress: ProgressMode::Quiet,
             allow_empty: false,
+            max_output: None,
         },
     )
     .expect_err("over the limit")
@@ -714,4 +725,44 @@ fn a_query_over_the_memory_limit_names_the_limit() {
         .filter(|e| e.file_name().to_string_lossy().len() == 64)
         .count();
     assert_eq!(published, 0);
+}
+
+#[test]
+fn a_cross_join_that_explodes_stops_at_the_output_limit() {
+    let fx = Fixture::new();
+    fx.parquet("a.parquet", &kv_batch(0..3000, 10), 1000);
+    let spec = fx.text(
+        "x.yaml",
+        "version: 1\nname: x\nsources:\n  a: { path: a.parquet }\n  b: { path: a.parquet }\n\
+         query: SELECT a.id, b.x FROM a CROSS JOIN b\nfields:\n  id: { dtype: i64, column: id }\n  x: { dtype: f64, column: x }\n",
+    );
+    let e = build(
+        &spec,
+        &BuildOptions {
+            cache_dir: Some(fx.path("cache")),
+            threads: Some(2),
+            max_output: Some(1 << 20),
+            progress: ProgressMode::Quiet,
+            ..Default::default()
+        },
+    )
+    .expect_err("9 M records of 16 bytes exceed 1 MiB")
+    .to_string();
+    assert!(
+        e.contains("--max-output limit") && e.contains("1.0 MiB"),
+        "{e}"
+    );
+    // Within the limit the same query builds.
+    let r = build(
+        &spec,
+        &BuildOptions {
+            cache_dir: Some(fx.path("cache")),
+            threads: Some(2),
+            max_output: Some(1 << 30),
+            progress: ProgressMode::Quiet,
+            ..Default::default()
+        },
+    )
+    .expect("within the limit");
+    assert_eq!(r.rows.get("all"), Some(9_000_000));
 }

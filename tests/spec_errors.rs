@@ -220,7 +220,7 @@ fn hash_bucket_zero() {
         &err,
         "fields.c.transform.hash_bucket",
         Some(5),
-        "at least 1",
+        "needs a bucket count from 1 to 18446744073709551615, found the integer 0",
     );
 }
 

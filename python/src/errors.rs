@@ -26,7 +26,7 @@ pub(crate) fn to_py(err: Error) -> PyErr {
         Error::Io { path, source } => os_error(&path, &source),
         Error::MissingShard { path } => NotFoundError::new_err((
             libc_enoent(),
-            "shard listed in the manifest is missing".to_owned(),
+            "file listed in the manifest is missing".to_owned(),
             path.display().to_string(),
         )),
         Error::Checksum { .. } => ChecksumError::new_err(err.to_string()),

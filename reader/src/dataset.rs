@@ -49,6 +49,8 @@ struct ShardSet {
     /// which turns the shard lookup into a division.
     uniform_rows: Option<u64>,
     stride: usize,
+    /// Keeps `tessera cache gc` from deleting the set while it is open.
+    _lease: crate::lease::Lease,
 }
 
 /// Where the records are.
@@ -64,7 +66,9 @@ impl Dataset {
     /// Opens the shard set in `dir`: parses `manifest.json`, memory-maps every
     /// shard and checks each header (magic, version, stride, row count, layout
     /// digest) and file size against the manifest. Use [`Dataset::verify`] to
-    /// also check every byte.
+    /// also check every byte. While any view of a local set is open, it holds
+    /// a lease that keeps `tessera cache gc` from deleting it
+    /// ([`crate::lease`]).
     ///
     /// `dir` may also be a URL (`s3://bucket/prefix`, `gs://`, `az://`,
     /// `http(s)://`, `file://`; object stores need the `remote` feature):
@@ -83,14 +87,32 @@ impl Dataset {
             crate::location::Location::Local(p) => p,
             crate::location::Location::Url(url) => return Self::open_url(url, opts),
         };
+        let lease = crate::lease::Lease::take(&dir)?;
         let manifest_path = dir.join(MANIFEST_FILE);
         let bytes = read_manifest(&manifest_path)?;
         let manifest = Manifest::parse(&bytes, &manifest_path)?;
+        for info in &manifest.files {
+            let path = dir.join(&info.file);
+            let actual = match std::fs::metadata(&path) {
+                Ok(m) => m.len(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(Error::MissingShard { path });
+                }
+                Err(e) => return Err(Error::io(&path, e)),
+            };
+            if actual != info.bytes {
+                return Err(Error::Size {
+                    path,
+                    expected: info.bytes,
+                    actual,
+                });
+            }
+        }
         if manifest.is_compressed() {
             let source = Box::new(crate::source::LocalDir { dir: dir.clone() });
             let location = dir.display().to_string();
             let cache = CachedShards::open(location, &manifest, source, &opts.cache, false)?;
-            return Self::assemble(dir, manifest, Storage::Cached(cache));
+            return Self::assemble(dir, manifest, Storage::Cached(cache), lease);
         }
         let digest = manifest.layout.digest();
         let stride = manifest.layout.stride;
@@ -120,7 +142,7 @@ impl Dataset {
             check_shard_header(&map, &path, stride, info.rows, &digest)?;
             maps.push(map);
         }
-        Self::assemble(dir, manifest, Storage::Mapped(maps))
+        Self::assemble(dir, manifest, Storage::Mapped(maps), lease)
     }
 
     /// A set in an object store: its manifest now, its shards through the
@@ -129,7 +151,12 @@ impl Dataset {
     fn open_url(url: String, opts: &OpenOptions) -> Result<Self> {
         let (manifest, source) = crate::remote::open_set(&url, &opts.storage_options)?;
         let cache = CachedShards::open(url.clone(), &manifest, source, &opts.cache, true)?;
-        Self::assemble(PathBuf::from(url), manifest, Storage::Cached(cache))
+        Self::assemble(
+            PathBuf::from(url),
+            manifest,
+            Storage::Cached(cache),
+            crate::lease::Lease::none(),
+        )
     }
 
     #[cfg(not(feature = "remote"))]
@@ -143,7 +170,12 @@ impl Dataset {
     }
 
     /// The set over `storage`, with its shard table.
-    fn assemble(dir: PathBuf, manifest: Manifest, storage: Storage) -> Result<Self> {
+    fn assemble(
+        dir: PathBuf,
+        manifest: Manifest,
+        storage: Storage,
+        lease: crate::lease::Lease,
+    ) -> Result<Self> {
         let mut starts = Vec::with_capacity(manifest.shards.len() + 1);
         let mut next = 0u64;
         for info in &manifest.shards {
@@ -169,6 +201,7 @@ impl Dataset {
             stride: usize::try_from(stride)
                 .map_err(|_| Error::manifest(&manifest_path, "stride does not fit in memory"))?,
             manifest,
+            _lease: lease,
         };
         Ok(Dataset {
             set: Arc::new(set),
@@ -200,17 +233,27 @@ impl Dataset {
     /// source (not from the cache) and checks both the stored and the
     /// decompressed bytes.
     pub fn verify(&self) -> Result<()> {
+        let m = &self.set.manifest;
         if let Storage::Cached(c) = &self.set.storage {
-            return c.verify();
+            c.verify()?;
+            for f in &m.files {
+                c.verify_file(&f.file, f.bytes, &f.blake3)?;
+            }
+            return Ok(());
         }
-        for info in &self.set.manifest.shards {
-            let path = self.set.dir.join(&info.file);
+        let files = m
+            .shards
+            .iter()
+            .map(|s| (&s.file, &s.blake3))
+            .chain(m.files.iter().map(|f| (&f.file, &f.blake3)));
+        for (file, blake3) in files {
+            let path = self.set.dir.join(file);
             let mut f = File::open(&path).map_err(|e| Error::io(&path, e))?;
             let actual = hash_reader(&mut f).map_err(|e| Error::io(&path, e))?;
-            if actual != info.blake3 {
+            if actual != *blake3 {
                 return Err(Error::Checksum {
                     path,
-                    expected: info.blake3.clone(),
+                    expected: blake3.clone(),
                     actual,
                 });
             }

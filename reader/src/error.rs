@@ -55,7 +55,7 @@ pub enum Error {
         actual: u64,
     },
     /// A file named by the manifest does not exist.
-    #[error("{path}: shard listed in the manifest is missing")]
+    #[error("{path}: file listed in the manifest is missing")]
     MissingShard {
         /// The missing shard file.
         path: PathBuf,

@@ -63,6 +63,7 @@ mod dtype;
 mod error;
 mod header;
 mod layout;
+pub mod lease;
 mod loader;
 mod location;
 mod manifest;
@@ -85,7 +86,9 @@ pub use header::{FORMAT_VERSION, HEADER_LEN, LATEST_FORMAT_VERSION, MAGIC, Shard
 pub use layout::{FieldLayout, FieldSpec, MAX_STRIDE, RecordLayout};
 pub use loader::{Batches, Loader, LoaderConfig};
 pub use location::{STORE_SCHEMES, is_store_url};
-pub use manifest::{Compression, FORMAT_NAME, MANIFEST_FILE, Manifest, ShardInfo, SplitInfo, hex};
+pub use manifest::{
+    Compression, FORMAT_NAME, FileInfo, MANIFEST_FILE, Manifest, ShardInfo, SplitInfo, hex,
+};
 pub use mixture::{MixComponent, Mixture, WeightStep};
 pub use order::{Cursor, EpochOrder, LastBatch, OrderVersion, Schedule};
 pub use writer::{ShardSetWriter, ShardWriter, sync_dir, write_manifest};

@@ -75,6 +75,19 @@ impl ShardInfo {
     }
 }
 
+/// A file of the set other than the manifest and the shards, such as a large
+/// vocabulary the compiler keeps out of the manifest. Verified like a shard.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileInfo {
+    /// File name relative to the shard-set directory.
+    pub file: String,
+    /// File size in bytes.
+    pub bytes: u64,
+    /// Lowercase hex blake3 of the whole file.
+    pub blake3: String,
+}
+
 /// A named, contiguous range of rows.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -121,6 +134,10 @@ pub struct Manifest {
     /// version 2, which read as version 1; written only when not 1.
     #[serde(default = "legacy_order", skip_serializing_if = "is_legacy_order")]
     pub order_version: u64,
+    /// Other files of the set (section 3.7), verified like shards. Absent
+    /// when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileInfo>,
     /// Frozen transform statistics (free-form JSON written by the compiler).
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub stats: serde_json::Value,
@@ -159,6 +176,7 @@ impl Manifest {
             shards,
             splits,
             order_version: u64::from(OrderVersion::LATEST.number()),
+            files: Vec::new(),
             stats: serde_json::Value::Null,
             spec: serde_json::Value::Null,
             inputs: serde_json::Value::Null,
@@ -256,6 +274,19 @@ impl Manifest {
                 "{} shards is over the limit of {MAX_SHARDS}",
                 self.shards.len()
             )));
+        }
+        for (i, f) in self.files.iter().enumerate() {
+            let key = format!("files[{i}]");
+            check_file_name(&f.file).map_err(|r| bad(format!("{key}.file: {r}")))?;
+            if self.files[..i].iter().any(|t| t.file == f.file)
+                || self.shards.iter().any(|t| t.file == f.file)
+                || f.file == MANIFEST_FILE
+            {
+                return Err(bad(format!("{key}.file {:?} is listed twice", f.file)));
+            }
+            if f.blake3.len() != 64 || !f.blake3.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(bad(format!("{key}.blake3 is not 64 hex digits")));
+            }
         }
         let mut total = 0u64;
         for (i, s) in self.shards.iter().enumerate() {

@@ -10,11 +10,21 @@
 //!   than an hour, lock files of hashes without an artifact, and stat-cache
 //!   entries of input files that no longer exist.
 //!
+//! What it keeps whatever the policy says, unless forced:
+//! - artifacts open in a reader: every open [`tessera_reader::Dataset`]
+//!   holds a lease on its set ([`tessera_reader::lease`]), which dies with
+//!   its process;
+//! - artifacts written by a newer tessera (a higher format version): this
+//!   one cannot read them, which does not make them garbage.
+//!
 //! Invariants:
 //! - Nothing of a hash whose lock is held (a build or publish in progress)
-//!   is touched; everything of a hash is deleted under its lock, after
-//!   checking again under the lock that it did not change since listing
-//!   (a build may have replaced it, a lookup may have used it).
+//!   is touched, forced or not; everything of a hash is deleted under its
+//!   lock, after checking again under the lock that it did not change since
+//!   listing (a build may have replaced it, a lookup may have used it).
+//! - Unless forced, an artifact is deleted only while `gc` holds its set
+//!   exclusively: no reader has it open, and a reader opening it meanwhile
+//!   waits, then finds it gone.
 //! - An artifact directory is renamed away before it is deleted, so
 //!   `<root>/<hash>` is always either the whole artifact or absent.
 //! - A dry run changes nothing on disk, not even lock files.
@@ -53,8 +63,12 @@ pub struct CacheEntry {
     /// When the artifact was last published or looked up.
     #[serde(rename = "last_used_unix", serialize_with = "unix_seconds")]
     pub last_used: SystemTime,
-    /// Why the artifact is unusable, if it is (it is then removed by `gc`).
+    /// Why the artifact is unusable, if it is (it is then removed by `gc`,
+    /// unless it is of a newer format).
     pub problem: Option<String>,
+    /// The format version of an artifact written by a newer tessera (kept by
+    /// `gc` unless forced).
+    pub newer_format: Option<u64>,
 }
 
 /// What `gc` removed (or would remove, in a dry run).
@@ -66,6 +80,10 @@ pub struct GcReport {
     pub kept: usize,
     /// Hashes that matched the policy but were locked by a build, and kept.
     pub skipped_in_use: Vec<String>,
+    /// Hashes that matched the policy but were open in a reader, and kept.
+    pub skipped_open: Vec<String>,
+    /// Artifacts of a newer format (hash, format version), kept.
+    pub skipped_newer: Vec<(String, u64)>,
     /// Temporary directories and files of crashed builds removed.
     pub temp_removed: Vec<PathBuf>,
     /// Their bytes.
@@ -143,10 +161,19 @@ impl Cache {
                 continue;
             }
             let path = entry.path();
-            let (name, rows, problem) = match inspect(&path, &hash) {
+            let (name, rows, problem, newer_format) = match inspect(&path, &hash) {
                 Inspection::Missing => continue, // removed meanwhile
-                Inspection::Valid(m) => (m.name, Some(m.rows), None),
-                Inspection::Invalid(reason) => (String::new(), None, Some(reason)),
+                Inspection::Valid(m) => (m.name, Some(m.rows), None, None),
+                Inspection::Invalid(reason) => (String::new(), None, Some(reason), None),
+                Inspection::Newer(v) => (
+                    String::new(),
+                    None,
+                    Some(format!(
+                        "written by a newer tessera (format version {v}; this one reads {})",
+                        tessera_reader::LATEST_FORMAT_VERSION
+                    )),
+                    Some(v),
+                ),
             };
             entries.push(CacheEntry {
                 bytes: disk_bytes(&path),
@@ -157,6 +184,7 @@ impl Cache {
                 name,
                 rows,
                 problem,
+                newer_format,
             });
         }
         entries.sort_by(|a, b| b.last_used.cmp(&a.last_used).then(a.hash.cmp(&b.hash)));
@@ -170,17 +198,29 @@ impl Cache {
     /// Always removed: unusable artifact directories, staging directories of
     /// builds that died, lock files of hashes without an artifact, stat-cache
     /// entries of deleted files. A hash whose lock is held (a build or publish
-    /// in progress) is never touched. With `dry_run`, only reports.
+    /// in progress) is never touched. Artifacts open in a reader and
+    /// artifacts of a newer format are kept unless `force`. With `dry_run`,
+    /// only reports.
     pub fn gc(
         &self,
         keep_newest: Option<usize>,
         older_than: Option<Duration>,
         dry_run: bool,
+        force: bool,
     ) -> Result<GcReport, CacheError> {
         let now = SystemTime::now();
         let mut report = GcReport::default();
         let (sound, mut doomed): (Vec<CacheEntry>, Vec<CacheEntry>) =
             self.list()?.into_iter().partition(|e| e.problem.is_none());
+        if !force {
+            doomed.retain(|e| match e.newer_format {
+                Some(v) => {
+                    report.skipped_newer.push((e.hash.clone(), v));
+                    false
+                }
+                None => true,
+            });
+        }
         for (rank, entry) in sound.into_iter().enumerate() {
             let protected = keep_newest.is_some_and(|k| rank < k);
             let old = match older_than {
@@ -210,10 +250,23 @@ impl Cache {
                 report.kept += 1;
                 continue;
             }
+            // Held until the directory is gone: a reader opening it meanwhile
+            // waits, then finds nothing.
+            let hold = match force {
+                true => None,
+                false => match tessera_reader::lease::try_exclusive(&entry.path)? {
+                    Some(hold) => Some(hold),
+                    None => {
+                        report.skipped_open.push(entry.hash.clone());
+                        continue;
+                    }
+                },
+            };
             if !dry_run {
                 self.discard_artifact_dir(&entry.path, &entry.hash, "gc")?;
                 lock.remove_file()?;
             }
+            drop(hold);
             report.removed.push(entry);
         }
         self.gc_temp(dry_run, now, &mut report)?;
@@ -379,12 +432,12 @@ mod tests {
     #[test]
     fn gc_keep_newest() {
         let (_tmp, cache, h) = aged_cache();
-        let dry = cache.gc(Some(1), None, true).unwrap();
+        let dry = cache.gc(Some(1), None, true, false).unwrap();
         assert_eq!(removed(&dry), sorted(&[&h[0], &h[1], &h[2]]));
         assert_eq!(cache.list().unwrap().len(), 4, "a dry run removes nothing");
         assert!(format_gc_report(&dry, true).contains("would remove 3 artifacts"));
 
-        let r = cache.gc(Some(2), None, false).unwrap();
+        let r = cache.gc(Some(2), None, false, false).unwrap();
         assert_eq!(removed(&r), sorted(&[&h[0], &h[1]]));
         assert_eq!(r.kept, 2);
         assert!(r.freed_bytes() > 0);
@@ -404,11 +457,11 @@ mod tests {
     fn gc_older_than_and_both_bounds() {
         let (_tmp, cache, h) = aged_cache();
         let day = Duration::from_secs(86400);
-        let r = cache.gc(Some(3), Some(day), true).unwrap();
+        let r = cache.gc(Some(3), Some(day), true, false).unwrap();
         assert_eq!(removed(&r), sorted(&[&h[0]]), "the 3 newest are protected");
-        let r = cache.gc(None, Some(day), false).unwrap();
+        let r = cache.gc(None, Some(day), false, false).unwrap();
         assert_eq!(removed(&r), sorted(&[&h[0], &h[1]]));
-        let r = cache.gc(None, None, false).unwrap();
+        let r = cache.gc(None, None, false, false).unwrap();
         assert!(r.removed.is_empty(), "no bounds: nothing sound is removed");
         assert_eq!(cache.list().unwrap().len(), 2);
     }
@@ -436,7 +489,7 @@ mod tests {
         let broken = hash_n(98);
         fs::create_dir(cache.root().join(&broken)).unwrap();
 
-        let r = cache.gc(Some(2), None, false).unwrap();
+        let r = cache.gc(Some(2), None, false, false).unwrap();
         assert_eq!(r.skipped_in_use, vec![h[0].clone()]);
         assert_eq!(removed(&r), sorted(&[&h[1], &broken]));
         assert_eq!(r.temp_removed, vec![debris.clone()]);
@@ -452,6 +505,88 @@ mod tests {
         staging.publish(&m).unwrap();
         assert!(cache.lookup(&building_hash).unwrap().is_some());
         drop(publishing);
+    }
+
+    /// An artifact open in a reader survives gc (dry run or not), and goes
+    /// once the reader closes it; `force` removes it while open.
+    #[test]
+    fn gc_keeps_artifacts_open_in_a_reader_unless_forced() {
+        let (_tmp, cache, h) = aged_cache();
+        let reader = tessera_reader::Dataset::open(cache.root().join(&h[0])).unwrap();
+        let dry = cache
+            .gc(None, Some(Duration::from_secs(60)), true, false)
+            .unwrap();
+        assert_eq!(dry.skipped_open, vec![h[0].clone()]);
+        assert_eq!(removed(&dry), sorted(&[&h[1], &h[2]]));
+        let r = cache
+            .gc(None, Some(Duration::from_secs(60)), false, false)
+            .unwrap();
+        assert_eq!(r.skipped_open, vec![h[0].clone()]);
+        assert_eq!(removed(&r), sorted(&[&h[1], &h[2]]));
+        let text = format_gc_report(&r, false);
+        assert!(
+            text.contains(&format!("kept {}: open in a reader", h[0])),
+            "{text}"
+        );
+        assert!(text.ends_with("kept 2\n"), "the open one and h[3]: {text}");
+        // The reader still reads every record.
+        let sum: u64 = (0..reader.len())
+            .map(|i| {
+                u64::from(u32::from_le_bytes(
+                    reader.record(i).unwrap().try_into().unwrap(),
+                ))
+            })
+            .sum();
+        assert_eq!(sum, 45);
+        drop(reader);
+        let r = cache
+            .gc(None, Some(Duration::from_secs(60)), false, false)
+            .unwrap();
+        assert_eq!(removed(&r), sorted(&[&h[0]]));
+
+        let reader = tessera_reader::Dataset::open(cache.root().join(&h[3])).unwrap();
+        let r = cache.gc(None, Some(Duration::ZERO), false, true).unwrap();
+        assert!(r.skipped_open.is_empty());
+        assert_eq!(removed(&r), sorted(&[&h[3]]));
+        // Its maps outlive the deletion.
+        assert_eq!(reader.record(9).unwrap(), 9u32.to_le_bytes());
+    }
+
+    /// An artifact of a newer format is kept by gc, even though this tessera
+    /// cannot read it; `force` removes it.
+    #[test]
+    fn gc_keeps_artifacts_of_a_newer_format_unless_forced() {
+        let (_tmp, cache, h) = aged_cache();
+        let manifest = cache.root().join(&h[0]).join(MANIFEST_FILE);
+        let mut json: serde_json::Value =
+            serde_json::from_slice(&fs::read(&manifest).unwrap()).unwrap();
+        json["format_version"] = serde_json::json!(tessera_reader::LATEST_FORMAT_VERSION + 1);
+        json["a_key_from_the_future"] = serde_json::json!(true);
+        fs::write(&manifest, serde_json::to_vec(&json).unwrap()).unwrap();
+        set_last_used(&cache.root().join(&h[0]), Duration::from_secs(10 * 86400));
+        let listed = cache.list().unwrap();
+        let entry = listed.iter().find(|e| e.hash == h[0]).unwrap();
+        assert_eq!(
+            entry.newer_format,
+            Some(u64::from(tessera_reader::LATEST_FORMAT_VERSION) + 1)
+        );
+        assert!(format_listing(&listed).contains("(newer format)"));
+        assert!(cache.lookup(&h[0]).unwrap().is_none(), "not usable here");
+
+        let r = cache.gc(Some(0), None, false, false).unwrap();
+        let v = u64::from(tessera_reader::LATEST_FORMAT_VERSION) + 1;
+        assert_eq!(r.skipped_newer, vec![(h[0].clone(), v)]);
+        assert!(!removed(&r).contains(&h[0].as_str()));
+        assert!(cache.root().join(&h[0]).exists());
+        let text = format_gc_report(&r, false);
+        assert!(
+            text.contains(&format!("written by a newer tessera (format version {v})")),
+            "{text}"
+        );
+
+        let r = cache.gc(None, None, false, true).unwrap();
+        assert_eq!(removed(&r), vec![h[0].as_str()]);
+        assert!(!cache.root().join(&h[0]).exists());
     }
 
     #[test]
@@ -471,7 +606,7 @@ mod tests {
         fingerprint_inputs(&[src], &mut stat).unwrap();
         stat.save().unwrap();
         fs::remove_file(&input).unwrap();
-        let r = cache.gc(None, None, false).unwrap();
+        let r = cache.gc(None, None, false, false).unwrap();
         assert_eq!(r.stat_entries_pruned, 1);
         assert!(cache.load_stat_cache().is_empty());
     }

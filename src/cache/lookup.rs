@@ -35,6 +35,9 @@ pub struct Obtained {
 pub(super) enum Inspection {
     Missing,
     Invalid(String),
+    /// Written by a newer tessera: a format version above this one's. Not
+    /// usable here, but not garbage either.
+    Newer(u64),
     Valid(Box<Manifest>),
 }
 
@@ -55,6 +58,11 @@ pub(super) fn inspect(dir: &Path, hash: &str) -> Inspection {
     };
     let m = match Manifest::parse(&bytes, &manifest_path) {
         Ok(m) => Box::new(m),
+        Err(tessera_reader::Error::UnsupportedVersion { found, .. })
+            if found > u64::from(tessera_reader::LATEST_FORMAT_VERSION) =>
+        {
+            return Inspection::Newer(found);
+        }
         Err(e) => return Inspection::Invalid(e.to_string()),
     };
     if m.artifact_hash != hash {
@@ -101,7 +109,7 @@ impl Cache {
                     manifest: *manifest,
                 }))
             }
-            Inspection::Missing | Inspection::Invalid(_) => Ok(None),
+            Inspection::Missing | Inspection::Invalid(_) | Inspection::Newer(_) => Ok(None),
         }
     }
 
@@ -126,6 +134,7 @@ impl Cache {
             }))
         };
         if let Some(found) = hit(false)? {
+            crate::fault::point("cache.hit");
             return Ok(found);
         }
         let (lock, waited) = match self.try_lock(hash)? {
@@ -135,6 +144,7 @@ impl Cache {
                 (self.lock(hash)?, true)
             }
         };
+        crate::fault::point("cache.locked");
         // Someone else may have published it while this call waited.
         if let Some(found) = hit(waited)? {
             return Ok(found);

@@ -271,6 +271,7 @@ impl Cache {
             .tmp_dir()
             .join(format!("{hash}.{why}.{}", unique_suffix()));
         fs::rename(dir, &trash).map_err(|e| io_err(dir, e))?;
+        crate::fault::point("cache.discard-renamed");
         remove_path(&trash)
     }
 }

@@ -78,6 +78,7 @@ pub fn format_listing_at(entries: &[CacheEntry], now: SystemTime) -> String {
             .unwrap_or_else(|_| "now".into());
         let rows = e.rows.map(|r| r.to_string()).unwrap_or_else(|| "-".into());
         let name = match &e.problem {
+            Some(_) if e.newer_format.is_some() => "(newer format)",
             Some(_) => "(unusable)",
             None if e.name.is_empty() => "-",
             None => e.name.as_str(),
@@ -91,8 +92,14 @@ pub fn format_listing_at(entries: &[CacheEntry], now: SystemTime) -> String {
             format_bytes(e.bytes),
             age
         );
-        if let Some(p) = &e.problem {
-            let _ = writeln!(out, "  unusable: {p}");
+        match (&e.problem, e.newer_format) {
+            (Some(p), Some(_)) => {
+                let _ = writeln!(out, "  {p}");
+            }
+            (Some(p), None) => {
+                let _ = writeln!(out, "  unusable: {p}");
+            }
+            _ => {}
         }
     }
     let total: u64 = entries.iter().map(|e| e.bytes).sum();
@@ -124,6 +131,19 @@ pub fn format_gc_report(report: &GcReport, dry_run: bool) -> String {
     for h in &report.skipped_in_use {
         let _ = writeln!(out, "kept {h}: a build of it is running");
     }
+    for h in &report.skipped_open {
+        let _ = writeln!(
+            out,
+            "kept {h}: open in a reader (a training job or a DataLoader worker); \
+             --force removes it anyway"
+        );
+    }
+    for (h, v) in &report.skipped_newer {
+        let _ = writeln!(
+            out,
+            "kept {h}: written by a newer tessera (format version {v}); --force removes it"
+        );
+    }
     let _ = writeln!(
         out,
         "{verb} {} artifact{} and {} temporary item{}, {} in all; kept {}",
@@ -137,6 +157,9 @@ pub fn format_gc_report(report: &GcReport, dry_run: bool) -> String {
         },
         format_bytes(report.freed_bytes()),
         report.kept
+            + report.skipped_in_use.len()
+            + report.skipped_open.len()
+            + report.skipped_newer.len()
     );
     out
 }
@@ -175,6 +198,7 @@ mod tests {
             created: None,
             last_used: now - Duration::from_secs(ago),
             problem: problem.map(str::to_owned),
+            newer_format: None,
         };
         let entries = [
             entry(&"ab".repeat(32), "flights", Some(1234), 2048, 90, None),

@@ -43,6 +43,7 @@ impl BuildLock {
             unique_suffix()
         ));
         fs::create_dir(&dir).map_err(|e| io_err(&dir, e))?;
+        crate::fault::point("stage.created");
         Ok(Staging {
             lock: self,
             dir,
@@ -106,8 +107,11 @@ impl Staging<'_> {
                 });
             }
         }
+        crate::fault::point("publish.checked");
         sync_tree(&self.dir)?;
+        crate::fault::point("publish.synced");
         tessera_reader::write_manifest(&self.dir, manifest)?;
+        crate::fault::point("publish.manifest-written");
 
         let cache = self.lock.cache();
         let target = cache.root.join(hash);
@@ -120,13 +124,19 @@ impl Staging<'_> {
                     manifest: *existing,
                 });
             }
-            Inspection::Invalid(_) => cache.discard_artifact_dir(&target, hash, "invalid")?,
+            // A newer format under this hash cannot be: the format version is
+            // part of the hash. Whatever it is, it is not this artifact.
+            Inspection::Invalid(_) | Inspection::Newer(_) => {
+                cache.discard_artifact_dir(&target, hash, "invalid")?
+            }
         }
         fs::rename(&self.dir, &target).map_err(|e| io_err(&target, e))?;
         self.published = true;
+        crate::fault::point("publish.renamed");
         sync_dir(&cache.root)?;
         sync_dir(&cache.tmp_dir())?;
         touch(&target);
+        crate::fault::point("publish.done");
         Ok(Artifact {
             hash: hash.to_owned(),
             path: target,

@@ -181,7 +181,7 @@ fn push_piece(table: &SourceTable, parts: &mut Vec<FilePart>, piece: FilePart) {
 }
 
 /// How a build runs its query.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "plan", rename_all = "snake_case")]
 pub enum Decision {
     /// Cut into chunk tasks over `source`.

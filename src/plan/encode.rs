@@ -31,7 +31,7 @@ pub fn column(batch: &RecordBatch, name: &str, field: &str) -> Result<ArrayRef, 
 }
 
 /// The task's output: its shards in order, with the split each belongs to.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct EncodeOutput {
     /// `(split index, shard)` in write order.
     pub shards: Vec<(usize, ShardInfo)>,
@@ -39,6 +39,52 @@ pub struct EncodeOutput {
     pub rows_per_split: Vec<u64>,
     /// Rows that came out of the query (after the filter).
     pub rows_kept: u64,
+}
+
+/// The output budget shared by a build's encode tasks (`--max-output`).
+#[derive(Debug)]
+pub struct OutputBudget {
+    /// Bytes of records the build may write.
+    pub limit: u64,
+    /// How the limit was chosen, for the message.
+    pub origin: String,
+    written: std::sync::atomic::AtomicU64,
+}
+
+impl OutputBudget {
+    /// A budget of `limit` bytes.
+    pub fn new(limit: u64, origin: impl Into<String>) -> Self {
+        OutputBudget {
+            limit,
+            origin: origin.into(),
+            written: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Takes `bytes` from the budget, or fails when they would exceed it.
+    pub fn take(&self, bytes: u64) -> Result<(), PlanError> {
+        use std::sync::atomic::Ordering;
+        let before = self.written.fetch_add(bytes, Ordering::Relaxed);
+        if before + bytes > self.limit {
+            return Err(self.exceeded(before + bytes));
+        }
+        Ok(())
+    }
+
+    /// The error for an output of `bytes`.
+    pub fn exceeded(&self, bytes: u64) -> PlanError {
+        PlanError::Query {
+            context: "the output".into(),
+            message: format!(
+                "the records would take more than {} (reached {}), the --max-output limit ({}); \
+                 nothing was published. Check the query (a join that multiplies rows?) or raise \
+                 the limit with --max-output SIZE",
+                crate::cache::format_bytes(self.limit),
+                crate::cache::format_bytes(bytes),
+                self.origin
+            ),
+        }
+    }
 }
 
 /// Writes one task's records into shards of about `target_bytes`, one
@@ -57,6 +103,7 @@ pub struct Encoder<'a> {
     out: EncodeOutput,
     recs: Vec<u8>,
     bytes: u64,
+    budget: Option<&'a OutputBudget>,
 }
 
 impl<'a> Encoder<'a> {
@@ -108,7 +155,14 @@ impl<'a> Encoder<'a> {
             splits,
             recs: Vec::new(),
             bytes: 0,
+            budget: None,
         }
+    }
+
+    /// Charges every write to `budget`.
+    pub fn with_budget(mut self, budget: Option<&'a OutputBudget>) -> Self {
+        self.budget = budget;
+        self
     }
 
     /// Bytes of records written so far.
@@ -169,6 +223,9 @@ impl<'a> Encoder<'a> {
             };
             let room = (self.target_rows - w.rows()) as usize;
             let take = room.min(b - a);
+            if let Some(budget) = self.budget {
+                budget.take((take * stride) as u64)?;
+            }
             w.write_records(&self.recs[a * stride..(a + take) * stride])?;
             self.bytes += (take * stride) as u64;
             self.out.rows_per_split[split] += take as u64;
@@ -501,7 +558,7 @@ mod tests {
             first: 0,
         };
         stats.update(&s, &b, &at).expect("stats");
-        let frozen = stats.freeze(&s).expect("freeze");
+        let frozen = stats.freeze(&s, u64::MAX).expect("freeze");
         // ln(1+x) of 0, fill 1, 3: 0, ln 2, ln 4.
         let ys = [0.0f64, 2f64.ln(), 4f64.ln()];
         let mean = ys.iter().sum::<f64>() / 3.0;

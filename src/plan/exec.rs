@@ -5,33 +5,23 @@
 //! - [`OrientJoins`] (physical): in a chunk task, every hash join puts the
 //!   chunked source on its probe side, whose row order it keeps, so a chunk's
 //!   output follows its input order.
-//! - [`CheckedArithmetic`] (logical): integer `+`, `-` and `*` fail on
-//!   overflow instead of wrapping around (DataFusion's operators wrap).
+//! - [`CheckedArithmetic`](super::checked::CheckedArithmetic) (logical):
+//!   integer arithmetic fails on overflow instead of wrapping around, and
+//!   its errors name the field they happen in (see `checked`).
 
 use super::sources::scan_source;
 use super::{PlanError, ScanMetrics, query_err};
-use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::compute::SortOptions;
-use datafusion::arrow::compute::kernels::numeric;
-use datafusion::arrow::datatypes::DataType;
+use datafusion::common::Result as DfResult;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
-use datafusion::common::{DFSchema, Result as DfResult};
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::TaskContext;
 use datafusion::execution::context::{SessionConfig, SessionContext};
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-use datafusion::logical_expr::expr::ScalarFunction;
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
-use datafusion::logical_expr::utils::merge_schema;
-use datafusion::logical_expr::{
-    BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs,
-    ScalarUDF, ScalarUDFImpl, Signature, Volatility,
-};
-use datafusion::optimizer::AnalyzerRule;
 use datafusion::physical_expr::expressions::Column as PhysicalColumn;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, PhysicalSortExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
@@ -87,6 +77,11 @@ pub fn session(opts: &SessionOptions) -> Result<SessionContext, PlanError> {
         .with_disk_manager_builder(disk)
         .build_arc()
         .map_err(query_err("starting the query engine"))?;
+    let local = datafusion::datasource::object_store::ObjectStoreUrl::local_filesystem();
+    runtime.register_object_store(
+        local.as_ref(),
+        Arc::new(super::store::InlineLocalStore::default()),
+    );
     let mut rules = PhysicalOptimizer::new().rules;
     if let Some(source) = &opts.chunked {
         let at = rules
@@ -115,7 +110,7 @@ pub fn session(opts: &SessionOptions) -> Result<SessionContext, PlanError> {
         .with_runtime_env(runtime)
         .with_default_features()
         .with_physical_optimizer_rules(rules)
-        .with_analyzer_rule(Arc::new(CheckedArithmetic))
+        .with_analyzer_rule(Arc::new(super::checked::CheckedArithmetic))
         .build();
     Ok(SessionContext::new_with_state(state))
 }
@@ -305,143 +300,6 @@ impl ExecutionPlan for OrderedInput {
         context: Arc<TaskContext>,
     ) -> DfResult<SendableRecordBatchStream> {
         self.input.execute(partition, context)
-    }
-}
-
-/// Rewrites integer `a + b`, `a - b` and `a * b` into overflow-checked calls.
-#[derive(Debug)]
-struct CheckedArithmetic;
-
-impl AnalyzerRule for CheckedArithmetic {
-    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
-        plan.transform_up_with_subqueries(|node| {
-            let inputs = node.inputs();
-            if inputs.is_empty() {
-                return Ok(Transformed::no(node));
-            }
-            let schema = merge_schema(&inputs);
-            let names = NamePreserver::new(&node);
-            node.map_expressions(|e| {
-                let saved = names.save(&e);
-                // Overflow errors name the pass column they happen in.
-                let label = match &e {
-                    Expr::Alias(a) if a.name.starts_with("__f") || a.name == "__split" => {
-                        Some(a.name.split('_').take(3).collect::<Vec<_>>().join("_"))
-                    }
-                    _ => None,
-                };
-                let out = e.transform_up(|x| checked(x, &schema, label.as_deref()))?;
-                Ok(if out.transformed {
-                    out.update_data(|e| saved.restore(e))
-                } else {
-                    out
-                })
-            })
-        })
-        .data()
-    }
-
-    fn name(&self) -> &str {
-        "tessera_checked_arithmetic"
-    }
-}
-
-fn checked(e: Expr, schema: &DFSchema, label: Option<&str>) -> DfResult<Transformed<Expr>> {
-    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = &e else {
-        return Ok(Transformed::no(e));
-    };
-    let kind = match op {
-        Operator::Plus => ArithOp::Add,
-        Operator::Minus => ArithOp::Sub,
-        Operator::Multiply => ArithOp::Mul,
-        _ => return Ok(Transformed::no(e)),
-    };
-    let (Ok(lt), Ok(rt)) = (left.get_type(schema), right.get_type(schema)) else {
-        return Ok(Transformed::no(e));
-    };
-    if !(lt.is_integer() && lt == rt) {
-        return Ok(Transformed::no(e));
-    }
-    let udf = Arc::new(ScalarUDF::new_from_impl(CheckedOp::new(kind, label)));
-    Ok(Transformed::yes(Expr::ScalarFunction(
-        ScalarFunction::new_udf(udf, vec![left.as_ref().clone(), right.as_ref().clone()]),
-    )))
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum ArithOp {
-    Add,
-    Sub,
-    Mul,
-}
-
-/// `a op b` on integers, failing on overflow.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct CheckedOp {
-    op: ArithOp,
-    /// The pass column the expression computes (`__f3`, `__split`), if any.
-    label: Option<String>,
-    signature: Signature,
-}
-
-impl CheckedOp {
-    fn new(op: ArithOp, label: Option<&str>) -> Self {
-        CheckedOp {
-            op,
-            label: label.map(str::to_string),
-            signature: Signature::any(2, Volatility::Immutable),
-        }
-    }
-}
-
-impl ScalarUDFImpl for CheckedOp {
-    fn name(&self) -> &str {
-        match self.op {
-            ArithOp::Add => "tessera_checked_add",
-            ArithOp::Sub => "tessera_checked_sub",
-            ArithOp::Mul => "tessera_checked_mul",
-        }
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
-        Ok(arg_types.first().cloned().unwrap_or(DataType::Int64))
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let rows = args.number_rows;
-        let scalar = args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        let arrays: Vec<ArrayRef> = ColumnarValue::values_to_arrays(&args.args)?;
-        let (a, b) = (&arrays[0], &arrays[1]);
-        let result = match self.op {
-            ArithOp::Add => numeric::add(a, b),
-            ArithOp::Sub => numeric::sub(a, b),
-            ArithOp::Mul => numeric::mul(a, b),
-        }
-        .map_err(|e| {
-            datafusion::error::DataFusionError::Execution(format!(
-                "integer overflow{}: {} (the result does not fit {}; CAST to a wider type or \
-                 to DOUBLE first)",
-                self.label
-                    .as_deref()
-                    .map(|l| format!(" in {l}"))
-                    .unwrap_or_default(),
-                e.to_string().trim_start_matches("Arithmetic overflow: "),
-                a.data_type()
-            ))
-        })?;
-        if scalar && rows <= 1 {
-            return Ok(ColumnarValue::Scalar(
-                datafusion::common::ScalarValue::try_from_array(&result, 0)?,
-            ));
-        }
-        Ok(ColumnarValue::Array(result))
     }
 }
 

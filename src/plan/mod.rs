@@ -18,6 +18,7 @@
 //! ranges that the same statistics and encode tasks read.
 
 mod chain;
+mod checked;
 pub mod chunking;
 mod csv;
 mod encode;
@@ -27,11 +28,14 @@ pub mod sources;
 mod split;
 mod sql;
 mod stats;
+mod store;
 mod values;
+mod vocab;
 
 pub use chunking::{Chunk, Decision};
-pub use encode::EncodeOutput;
+pub use encode::{EncodeOutput, OutputBudget};
 pub use stats::StatsPartial;
+pub use vocab::SpillConfig;
 
 use crate::spec::{Source, SourceFormat, Spec, Transform};
 use datafusion::arrow::ipc::reader::FileReader;
@@ -377,6 +381,27 @@ impl Planner {
         chunk.describe(self.tables.get(&chunk.source).map(|t| t.as_ref()))
     }
 
+    /// Empty statistics whose vocabularies may hold a share of the memory
+    /// limit before they spill sorted counts to the work directory.
+    pub fn stats_partial(&self) -> StatsPartial {
+        StatsPartial::with_spill(&self.spec, self.spill())
+    }
+
+    /// Where and how much vocabulary counts may hold before they spill.
+    pub fn spill(&self) -> Option<vocab::SpillConfig> {
+        self.opts.work_dir.as_ref().map(|dir| vocab::SpillConfig {
+            dir: dir.clone(),
+            budget: (self.opts.memory_limit / 4 / self.opts.threads.max(1) as u64) as usize,
+        })
+    }
+
+    /// Most values a frozen vocabulary may hold: all vocabularies together
+    /// are held in memory by every encode task, at about 100 bytes a value,
+    /// within a quarter of the memory limit.
+    pub fn max_vocab(&self) -> u64 {
+        (self.opts.memory_limit / 4 / 100).max(1)
+    }
+
     /// Whether any field needs a statistics pass.
     pub fn needs_stats(&self) -> bool {
         !StatsPartial::new(&self.spec).is_empty()
@@ -389,6 +414,7 @@ impl Planner {
         &mut self,
         dir: &Path,
         rows_per_chunk: u64,
+        budget: Option<(&OutputBudget, u64)>,
         progress: &(dyn Fn(u64) + Sync),
     ) -> Result<ScanMetrics, PlanError> {
         let threads = if self.serial_reason.is_some() {
@@ -457,6 +483,13 @@ impl Planner {
                 })?;
                 let last = cumulative.last().copied().unwrap_or(0);
                 cumulative.push(last + batch.num_rows() as u64);
+                // Stop an exploding query early: its records would not fit.
+                if let Some((budget, stride)) = budget {
+                    let bytes = (last + batch.num_rows() as u64) * stride;
+                    if bytes > budget.limit {
+                        return Err(budget.exceeded(bytes));
+                    }
+                }
                 progress(batch.num_rows() as u64);
             }
             writer.finish().map_err(|e| PlanError::Query {
@@ -675,19 +708,22 @@ impl Planner {
 
     /// The statistics pass over one chunk.
     pub fn stats_task(&self, chunk: &Chunk) -> Result<(StatsPartial, ScanMetrics), PlanError> {
-        let mut partial = StatsPartial::new(&self.spec);
+        let mut partial = self.stats_partial();
         let what = self.describe(chunk);
         let mut first = 0u64;
-        let metrics = self.run(chunk, sql::Columns::Stats, |batch| {
-            let at = stats::Rows { what: &what, first };
-            first += batch.num_rows() as u64;
-            partial.update(&self.spec, batch, &at)
-        })?;
+        let metrics = self
+            .run(chunk, sql::Columns::Stats, |batch| {
+                let at = stats::Rows { what: &what, first };
+                first += batch.num_rows() as u64;
+                partial.update(&self.spec, batch, &at)
+            })
+            .map_err(|e| self.with_input_row(chunk, e))?;
         Ok((partial, metrics))
     }
 
     /// The encode pass over one chunk: records written into shards in `dir`
     /// with the frozen statistics applied.
+    #[allow(clippy::too_many_arguments)]
     pub fn encode_task(
         &self,
         chunk: &Chunk,
@@ -695,10 +731,12 @@ impl Planner {
         frozen: &[Option<Vec<crate::transform::FrozenStats>>],
         dir: &Path,
         target_bytes: u64,
+        budget: Option<&OutputBudget>,
         progress: &(dyn Fn(u64, u64) + Sync),
     ) -> Result<(EncodeOutput, ScanMetrics), PlanError> {
         let mut enc =
-            encode::Encoder::new(&self.spec, layout, frozen, dir, chunk.index, target_bytes);
+            encode::Encoder::new(&self.spec, layout, frozen, dir, chunk.index, target_bytes)
+                .with_budget(budget);
         let what = self.describe(chunk);
         let metrics = self
             .run(chunk, sql::Columns::All, |batch| {

@@ -6,22 +6,26 @@ use super::PlanError;
 use super::chain::{Chain, Path, StatsKind};
 use super::split::{Splits, row_splits};
 use super::values::{Floats, Lists, Strings, ValueError};
+use super::vocab::{SpillConfig, VocabCounter, VocabError};
 use crate::spec::{Spec, Transform};
-use crate::transform::{Counts, FrozenStats, Moments};
+use crate::transform::{FrozenStats, Moments};
 use datafusion::arrow::record_batch::RecordBatch;
 
 /// Mergeable statistics of one task: per field needing them, one slot per
-/// stacked column (or one for a scalar or list field).
-#[derive(Clone, Debug)]
+/// stacked column (or one for a scalar or list field). Serializable, so a
+/// task on another machine can hand it to the build's driver.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct StatsPartial {
     slots: Vec<(usize, Vec<Slot>)>,
-    splits: Splits,
+    #[serde(skip)]
+    splits: Option<Splits>,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 enum Slot {
     Moments(Moments),
-    Counts(Counts),
+    Counts(VocabCounter),
 }
 
 /// Where a batch's rows are, for messages: a description of the task's input
@@ -55,15 +59,21 @@ impl Rows<'_> {
 }
 
 impl StatsPartial {
-    /// Empty statistics for every field that needs them.
+    /// Empty statistics for every field that needs them; vocabularies count
+    /// in memory, spilling to run files as `spill` says.
     pub fn new(spec: &Spec) -> Self {
+        Self::with_spill(spec, None)
+    }
+
+    /// As [`StatsPartial::new`], with vocabularies spilling as `spill` says.
+    pub fn with_spill(spec: &Spec, spill: Option<SpillConfig>) -> Self {
         let slots = Chain::all(spec)
             .into_iter()
             .filter_map(|c| {
                 let kind = c.stats?;
                 let n = c.columns().len();
                 let slot = match kind {
-                    StatsKind::Counts => Slot::Counts(Counts::default()),
+                    StatsKind::Counts => Slot::Counts(VocabCounter::new(spill.clone())),
                     StatsKind::Moments => Slot::Moments(Moments::new()),
                 };
                 Some((c.index, vec![slot; n]))
@@ -71,8 +81,27 @@ impl StatsPartial {
             .collect();
         StatsPartial {
             slots,
-            splits: Splits::new(spec),
+            splits: Some(Splits::new(spec)),
         }
+    }
+
+    /// Reads a partial written by [`StatsPartial::to_json`]; its vocabulary
+    /// counts spill as `spill` says from now on.
+    pub fn from_json(bytes: &[u8], spill: Option<SpillConfig>) -> Result<Self, String> {
+        let mut p: StatsPartial = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        for (_, slots) in &mut p.slots {
+            for slot in slots {
+                if let Slot::Counts(c) = slot {
+                    c.set_spill(spill.clone());
+                }
+            }
+        }
+        Ok(p)
+    }
+
+    /// The partial as JSON (deterministic: counts sorted by value).
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
     }
 
     /// Whether no field needs statistics.
@@ -92,8 +121,12 @@ impl StatsPartial {
         batch: &RecordBatch,
         at: &Rows<'_>,
     ) -> Result<(), PlanError> {
-        let splits = row_splits(batch, &self.splits).map_err(|e| at.at_key("split.key", e))?;
-        let want = self.splits.stats_split;
+        let layout = match &self.splits {
+            Some(s) => s.clone(),
+            None => Splits::new(spec),
+        };
+        let splits = row_splits(batch, &layout).map_err(|e| at.at_key("split.key", e))?;
+        let want = layout.stats_split;
         let keep = |r: usize| splits.as_ref().is_none_or(|s| s[r] == want);
         for (i, slots) in &mut self.slots {
             let chain = Chain::new(spec, *i);
@@ -105,7 +138,7 @@ impl StatsPartial {
                         let s = Strings::read(&col).map_err(|e| at.error(name, e))?;
                         for r in (0..batch.num_rows()).filter(|&r| keep(r)) {
                             if let Some(v) = s.get(r) {
-                                c.push(v);
+                                c.push(v).map_err(|e| vocab_error(name, e, 0))?;
                             }
                         }
                     }
@@ -153,24 +186,32 @@ impl StatsPartial {
     }
 
     /// Folds a later task's statistics into these.
-    pub fn merge(&mut self, other: StatsPartial) {
-        for ((_, mine), (_, theirs)) in self.slots.iter_mut().zip(other.slots) {
+    pub fn merge(&mut self, spec: &Spec, other: StatsPartial) -> Result<(), PlanError> {
+        for ((i, mine), (_, theirs)) in self.slots.iter_mut().zip(other.slots) {
             for (a, b) in mine.iter_mut().zip(theirs) {
                 match (a, b) {
                     (Slot::Moments(a), Slot::Moments(b)) => a.merge(&b),
-                    (Slot::Counts(a), Slot::Counts(b)) => a.merge(b),
+                    (Slot::Counts(a), Slot::Counts(b)) => a
+                        .merge(b)
+                        .map_err(|e| vocab_error(&spec.fields[*i].name, e, 0))?,
                     _ => {}
                 }
             }
         }
+        Ok(())
     }
 
     /// Freezes the statistics: per field, one entry per slot. Statistics
-    /// that overflowed to infinity are an error naming the field.
-    pub fn freeze(&self, spec: &Spec) -> Result<Vec<Option<Vec<FrozenStats>>>, PlanError> {
+    /// that overflowed to infinity, and a vocabulary of more than
+    /// `max_vocab` values, are errors naming the field.
+    pub fn freeze(
+        self,
+        spec: &Spec,
+        max_vocab: u64,
+    ) -> Result<Vec<Option<Vec<FrozenStats>>>, PlanError> {
         let mut out = vec![None; spec.fields.len()];
-        for (i, slots) in &self.slots {
-            let f = &spec.fields[*i];
+        for (i, slots) in self.slots {
+            let f = &spec.fields[i];
             let kind = f.transforms.iter().find(|t| super::needs_stats(t));
             let mut frozen = Vec::with_capacity(slots.len());
             for s in slots {
@@ -208,7 +249,9 @@ impl StatsPartial {
                             oov,
                         }),
                     ) => {
-                        let v = c.freeze(*min_count, *max_size);
+                        let v = c
+                            .freeze(*min_count, *max_size, max_vocab)
+                            .map_err(|e| vocab_error(&f.name, e, max_vocab))?;
                         FrozenStats::Vocab {
                             counts: v.iter().map(|(_, n)| *n).collect(),
                             values: v.into_iter().map(|(s, _)| s).collect(),
@@ -222,8 +265,32 @@ impl StatsPartial {
                     },
                 });
             }
-            out[*i] = Some(frozen);
+            out[i] = Some(frozen);
         }
         Ok(out)
+    }
+}
+
+/// A vocabulary error, naming the field and what would fix it.
+fn vocab_error(field: &str, e: VocabError, max_vocab: u64) -> PlanError {
+    let message = match e {
+        VocabError::TooLarge { count } => format!(
+            "the vocabulary would hold {} {max_vocab} values, the most that fit within the \
+             memory limit (--memory-limit) while encoding; keep the frequent ones with max_size \
+             (e.g. vocab: {{ max_size: 100000 }}) or min_count, or use hash_bucket for a column \
+             with this many distinct values",
+            if count > max_vocab {
+                "more than"
+            } else {
+                "at least"
+            }
+        ),
+        VocabError::Io(path, e) => format!("spilling value counts to {}: {e}", path.display()),
+    };
+    PlanError::Encode {
+        key: Some(format!("fields.{field}")),
+        row: None,
+        context: "the statistics pass".into(),
+        message,
     }
 }

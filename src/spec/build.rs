@@ -3,6 +3,7 @@
 
 use super::fields::read_fields;
 use super::read::{Ctx, Item, MapView, SpecLocations};
+use super::sql;
 use super::suggest::did_you_mean;
 use super::yaml::{Kind, Node};
 use super::{
@@ -135,7 +136,7 @@ pub(super) fn build(root: &Node, file: &Path, abs_path: PathBuf) -> Result<Spec,
 
     let name = read_name(&ctx, &map)?;
     let sources = read_sources(&ctx, &map)?;
-    let query = optional_text(&ctx, &map, "query")?;
+    let query = optional_sql(&ctx, &map, "query", sql::check_query)?;
     if query.is_none() && sources.len() != 1 {
         let names: Vec<&str> = sources.iter().map(|s| s.name.as_str()).collect();
         return Err(ctx.error(
@@ -149,7 +150,7 @@ pub(super) fn build(root: &Node, file: &Path, abs_path: PathBuf) -> Result<Spec,
             ),
         ));
     }
-    let filter = optional_text(&ctx, &map, "filter")?;
+    let filter = optional_sql(&ctx, &map, "filter", sql::check_expr)?;
     let fields = read_fields(&ctx, &map)?;
     let split = read_split(&ctx, &map)?;
     let order = read_order(&ctx, &map)?;
@@ -202,9 +203,14 @@ fn read_name(ctx: &Ctx<'_>, map: &MapView<'_>) -> Result<String, SpecError> {
     Ok(name.to_string())
 }
 
-fn optional_text(ctx: &Ctx<'_>, map: &MapView<'_>, key: &str) -> Result<Option<String>, SpecError> {
+fn optional_sql(
+    ctx: &Ctx<'_>,
+    map: &MapView<'_>,
+    key: &str,
+    check: fn(&str) -> Result<(), String>,
+) -> Result<Option<String>, SpecError> {
     match map.get_some(key) {
-        Some(owned) => Ok(Some(owned.item().text(ctx)?.to_string())),
+        Some(owned) => Ok(Some(owned.item().sql(ctx, check)?.to_string())),
         None => Ok(None),
     }
 }
@@ -362,7 +368,11 @@ fn read_split(ctx: &Ctx<'_>, top: &MapView<'_>) -> Result<Option<Split>, SpecErr
         return Ok(None);
     };
     let map = owned.item().map(ctx, SPLIT_KEYS)?;
-    let key = map.require(ctx, "key")?.item().text(ctx)?.to_string();
+    let key = map
+        .require(ctx, "key")?
+        .item()
+        .sql(ctx, sql::check_expr)?
+        .to_string();
     let weights_owned = map.require(ctx, "weights")?;
     let weights_map = weights_owned.item().any_map(ctx)?;
     if weights_map.entries.is_empty() {

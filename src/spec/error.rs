@@ -31,9 +31,21 @@ pub enum SpecError {
         /// What the YAML parser reported.
         message: String,
     },
+    /// The YAML exceeds a parser limit (nesting depth, number of values,
+    /// anchors and aliases, text size): documents made to exhaust memory or
+    /// time, such as alias bombs.
+    #[error("{}: YAML limit: {message}", Prefix(file, *line))]
+    Limit {
+        /// The spec file.
+        file: PathBuf,
+        /// Line where the limit was reached.
+        line: Option<usize>,
+        /// Which limit, in words.
+        message: String,
+    },
     /// Well-formed YAML that is not a valid spec: an unknown key, a value of
     /// the wrong type, or a combination of settings that cannot work.
-    #[error("{}: {key}: {message}", Prefix(file, *line))]
+    #[error("{}: {}{message}", Prefix(file, *line), KeyPrefix(key))]
     Invalid {
         /// The spec file.
         file: PathBuf,
@@ -65,6 +77,7 @@ impl SpecError {
         match self {
             SpecError::Read { file, .. }
             | SpecError::Syntax { file, .. }
+            | SpecError::Limit { file, .. }
             | SpecError::Invalid { file, .. }
             | SpecError::Files { file, .. } => file,
         }
@@ -73,7 +86,7 @@ impl SpecError {
     /// The dotted key path, or `""` for errors about the whole file.
     pub fn key(&self) -> &str {
         match self {
-            SpecError::Read { .. } | SpecError::Syntax { .. } => "",
+            SpecError::Read { .. } | SpecError::Syntax { .. } | SpecError::Limit { .. } => "",
             SpecError::Invalid { key, .. } | SpecError::Files { key, .. } => key,
         }
     }
@@ -83,6 +96,7 @@ impl SpecError {
         match self {
             SpecError::Read { .. } => None,
             SpecError::Syntax { line, .. }
+            | SpecError::Limit { line, .. }
             | SpecError::Invalid { line, .. }
             | SpecError::Files { line, .. } => *line,
         }
@@ -93,8 +107,21 @@ impl SpecError {
         match self {
             SpecError::Read { source, .. } => format!("cannot read the spec: {source}"),
             SpecError::Syntax { message, .. }
+            | SpecError::Limit { message, .. }
             | SpecError::Invalid { message, .. }
             | SpecError::Files { message, .. } => message.clone(),
+        }
+    }
+}
+
+/// `key: `, or nothing for an error about the whole document.
+struct KeyPrefix<'a>(&'a str);
+
+impl fmt::Display for KeyPrefix<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            "" => Ok(()),
+            key => write!(f, "{key}: "),
         }
     }
 }

@@ -5,7 +5,7 @@ use super::read::{Ctx, Item, MapView, Owned};
 use super::suggest::did_you_mean;
 use super::transforms::{check_transforms, int_max, int_min, read_transforms, transform_name};
 use super::{Field, FieldInput, NonFinite, SpecError, Transform, is_identifier};
-use tessera_reader::DType;
+use tessera_reader::{DType, MAX_STRIDE};
 
 const FIELD_KEYS: &[&str] = &[
     "dtype",
@@ -40,9 +40,57 @@ pub(super) fn read_fields(ctx: &Ctx<'_>, top: &MapView<'_>) -> Result<Vec<Field>
                 ),
             ));
         }
-        fields.push(read_field(ctx, &item, &entry.key)?);
+        let field = read_field(ctx, &item, &entry.key)?;
+        fields.push(field);
     }
+    check_record_size(ctx, &map, &fields)?;
     Ok(fields)
+}
+
+/// Every record holds every field, so the record may not outgrow the
+/// format's [`MAX_STRIDE`]. Checked here, where the field that breaks the
+/// limit can be named with its line; the layout itself is computed later.
+/// Fields are packed without padding between them (largest element first),
+/// so the record's size is the sum of the fields' sizes rounded up to the
+/// largest element size.
+fn check_record_size(ctx: &Ctx<'_>, map: &MapView<'_>, fields: &[Field]) -> Result<(), SpecError> {
+    let limit = format!("a record may take at most {MAX_STRIDE} bytes (1 GiB)");
+    let mut total: u64 = 0;
+    let mut align: u64 = 1;
+    for (entry, field) in map.entries.iter().zip(fields) {
+        let owned = map.owned(entry);
+        let elem = field.dtype.size() as u64;
+        let shape = field.shape();
+        let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+        let size = shape
+            .iter()
+            .try_fold(elem, |acc, &d| acc.checked_mul(d))
+            .filter(|&s| s <= MAX_STRIDE);
+        let Some(size) = size else {
+            return Err(owned.item().error(
+                ctx,
+                format!(
+                    "one value of this field takes {} x {elem} bytes ({} of shape [{}]), more \
+                     than a whole record may: {limit}",
+                    dims.join(" x "),
+                    field.dtype,
+                    dims.join(", ")
+                ),
+            ));
+        };
+        align = align.max(elem);
+        total = total.saturating_add(size);
+        if total.div_ceil(align).saturating_mul(align) > MAX_STRIDE {
+            return Err(owned.item().error(
+                ctx,
+                format!(
+                    "the record grows to {total} bytes with this field ({size} of them its \
+                     own); {limit}"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn read_field(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Field, SpecError> {
@@ -212,7 +260,9 @@ fn read_input(ctx: &Ctx<'_>, map: &MapView<'_>) -> Result<FieldInput, SpecError>
             let key = owned.path.rsplit('.').next().unwrap_or_default();
             match key {
                 "column" => Ok(FieldInput::Column(item.text(ctx)?.to_string())),
-                "expr" => Ok(FieldInput::Expr(item.text(ctx)?.to_string())),
+                "expr" => Ok(FieldInput::Expr(
+                    item.sql(ctx, super::sql::check_expr)?.to_string(),
+                )),
                 _ => {
                     let elements = item.list(ctx)?;
                     if elements.is_empty() {
@@ -264,10 +314,16 @@ fn check_fits(
     if whole && in_range {
         Ok(())
     } else {
+        // Huge values print in scientific notation rather than as 300 digits.
+        let shown = if value.abs() >= 1e16 {
+            format!("{value:e}")
+        } else {
+            value.to_string()
+        };
         Err(item.error(
             ctx,
             format!(
-                "{key} {value} cannot be stored as {dtype} (range {}..={})",
+                "{key} {shown} cannot be stored as {dtype} (range {}..={})",
                 int_min(dtype),
                 int_max(dtype)
             ),

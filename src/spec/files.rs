@@ -7,6 +7,7 @@
 //! absolute, sorted and deduplicated: the deterministic input order.
 
 use super::{CsvOptions, Source, SourceFormat, SpecError, SpecLocations};
+use crate::pathkind::PathKind;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -29,6 +30,24 @@ pub(super) fn resolve_source(
         message,
     };
 
+    if source.path.contains('\0') {
+        return Err(fail(format!(
+            "{:?} contains a NUL character, which no file name can",
+            source.path
+        )));
+    }
+    if let Some((scheme, _)) = source.path.split_once("://")
+        && !scheme.is_empty()
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+    {
+        return Err(fail(format!(
+            "{:?} is a URL; sources are local files, globs or directories (copy the data \
+             to a local disk first)",
+            source.path
+        )));
+    }
     let written = Path::new(&source.path);
     let full = if written.is_absolute() {
         written.to_path_buf()
@@ -36,19 +55,38 @@ pub(super) fn resolve_source(
         spec_dir.join(written)
     };
 
-    let is_dir = full.is_dir();
+    let kind = PathKind::of(&full);
+    let is_dir = matches!(kind, PathKind::Dir);
+    // Devices, fifos and sockets a glob or a directory walk passes over: named
+    // when nothing else is found, so "matches no files" does not mislead.
+    let mut skipped = Vec::new();
     let mut files = if is_glob(&source.path) {
-        glob_files(&full, spec_dir, written.is_absolute()).map_err(&fail)?
+        glob_files(&full, spec_dir, written.is_absolute(), &mut skipped).map_err(&fail)?
     } else if is_dir {
-        walk_dir(&full).map_err(&fail)?
-    } else if full.is_file() {
-        vec![full.clone()]
+        walk_dir(&full, &mut skipped).map_err(&fail)?
     } else {
-        return Err(fail(format!(
-            "no such file or directory: {} (relative paths start at the spec's directory, {})",
-            full.display(),
-            spec_dir.display()
-        )));
+        match kind {
+            PathKind::File => vec![full.clone()],
+            PathKind::Missing => {
+                let tilde = if source.path.starts_with('~') {
+                    "; `~` is not expanded, write the home directory out"
+                } else {
+                    ""
+                };
+                return Err(fail(format!(
+                    "no such file or directory: {} (relative paths start at the spec's directory, {}{tilde})",
+                    full.display(),
+                    spec_dir.display()
+                )));
+            }
+            other => {
+                return Err(fail(format!(
+                    "{} {}; a source is a data file, a glob or a directory",
+                    full.display(),
+                    other.describe()
+                )));
+            }
+        }
     };
     files.sort();
     files.dedup();
@@ -61,8 +99,16 @@ pub(super) fn resolve_source(
         files.retain(|f| SourceFormat::from_path(&f.to_string_lossy()) == Some(source.format));
     }
     if files.is_empty() {
+        let note = match skipped.first() {
+            Some(first) => format!(
+                " (skipped {} path(s) that are not regular files: {first}{})",
+                skipped.len(),
+                if skipped.len() > 1 { ", ..." } else { "" }
+            ),
+            None => String::new(),
+        };
         return Err(fail(format!(
-            "{:?} matches no {} files",
+            "{:?} matches no {} files{note}",
             source.path,
             source.format.name()
         )));
@@ -106,7 +152,12 @@ fn is_glob(path: &str) -> bool {
     path.contains(['*', '?', '['])
 }
 
-fn glob_files(full: &Path, spec_dir: &Path, absolute: bool) -> Result<Vec<PathBuf>, String> {
+fn glob_files(
+    full: &Path,
+    spec_dir: &Path,
+    absolute: bool,
+    skipped: &mut Vec<String>,
+) -> Result<Vec<PathBuf>, String> {
     // The spec's directory is literal text, not part of the pattern: a folder
     // named `data[1]` must not turn into a character class.
     let pattern = if absolute {
@@ -133,21 +184,32 @@ fn glob_files(full: &Path, spec_dir: &Path, absolute: bool) -> Result<Vec<PathBu
     for entry in paths {
         let path =
             entry.map_err(|e| format!("cannot read {}: {}", e.path().display(), e.error()))?;
-        if path.is_file() {
-            files.push(path);
+        match PathKind::of(&path) {
+            PathKind::File => files.push(path),
+            PathKind::Dir => {}
+            other => skipped.push(format!("{} {}", path.display(), other.describe())),
         }
     }
     Ok(files)
 }
 
-/// Every non-hidden file under `dir`.
-fn walk_dir(dir: &Path) -> Result<Vec<PathBuf>, String> {
+/// Every non-hidden file under `dir`; devices, fifos and sockets are passed
+/// over (and listed in `skipped`), broken or looping symlinks are errors.
+fn walk_dir(dir: &Path, skipped: &mut Vec<String>) -> Result<Vec<PathBuf>, String> {
+    if is_kernel_dir(dir) {
+        return Err(format!(
+            "{} holds kernel pseudo-files (/proc, /sys), not data",
+            dir.display()
+        ));
+    }
     let mut files = Vec::new();
-    let mut stack = vec![(dir.to_path_buf(), 0usize)];
-    while let Some((current, depth)) = stack.pop() {
-        if depth > MAX_DEPTH {
+    // Each directory with the identities of the directories above it, so a
+    // symlink back to one of them is caught where it is met.
+    let mut stack = vec![(dir.to_path_buf(), vec![dir_id(dir)])];
+    while let Some((current, ancestors)) = stack.pop() {
+        if ancestors.len() > MAX_DEPTH {
             return Err(format!(
-                "{} is nested more than {MAX_DEPTH} folders deep (a symlink loop?)",
+                "{} is nested more than {MAX_DEPTH} folders deep",
                 current.display()
             ));
         }
@@ -162,16 +224,52 @@ fn walk_dir(dir: &Path) -> Result<Vec<PathBuf>, String> {
             }
             let path = entry.path();
             // Follows symlinks, as the planner's reads will.
-            let meta =
-                fs::metadata(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            if meta.is_dir() {
-                stack.push((path, depth + 1));
-            } else if meta.is_file() {
-                files.push(path);
+            match PathKind::of(&path) {
+                PathKind::Dir => {
+                    let id = dir_id(&path);
+                    if id.is_some() && ancestors.contains(&id) {
+                        return Err(format!(
+                            "{} is a symlink loop: it leads back to a folder above it",
+                            path.display()
+                        ));
+                    }
+                    if is_kernel_dir(&path) {
+                        return Err(format!(
+                            "{} leads into kernel pseudo-files (/proc, /sys), not data",
+                            path.display()
+                        ));
+                    }
+                    let mut below = ancestors.clone();
+                    below.push(id);
+                    stack.push((path, below));
+                }
+                PathKind::File => files.push(path),
+                special @ PathKind::Special(_) => {
+                    skipped.push(format!("{} {}", path.display(), special.describe()));
+                }
+                other => return Err(format!("{} {}", path.display(), other.describe())),
             }
         }
     }
     Ok(files)
+}
+
+/// A directory's identity (device and inode), following symlinks.
+#[cfg(unix)]
+fn dir_id(dir: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(dir).ok().map(|m| (m.dev(), m.ino()))
+}
+
+#[cfg(not(unix))]
+fn dir_id(_: &Path) -> Option<(u64, u64)> {
+    None
+}
+
+/// Whether `dir` is, or leads into, /proc or /sys.
+fn is_kernel_dir(dir: &Path) -> bool {
+    let real = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    real.starts_with("/proc") || real.starts_with("/sys")
 }
 
 /// Hive partition columns: the `key=value` folder names between `root` and

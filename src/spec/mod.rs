@@ -12,6 +12,7 @@ mod error;
 mod fields;
 mod files;
 mod read;
+mod sql;
 mod suggest;
 mod transforms;
 mod yaml;
@@ -22,6 +23,7 @@ pub use build::{
 };
 pub use error::SpecError;
 pub use read::SpecLocations;
+pub use sql::MAX_EXPR_DEPTH;
 
 use std::path::{Path, PathBuf};
 use tessera_reader::DType;
@@ -291,10 +293,7 @@ impl Spec {
     /// Reads, validates and resolves the spec at `path`: [`Spec::parse`]
     /// followed by [`Spec::resolve_files`]. Reads no data files.
     pub fn load(path: &Path) -> Result<Spec, SpecError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
-            file: path.to_path_buf(),
-            source,
-        })?;
+        let text = read_spec_text(path)?;
         let mut spec = Spec::parse(&text, path)?;
         spec.resolve_files()?;
         Ok(spec)
@@ -306,10 +305,17 @@ impl Spec {
     /// anchors relative source paths. Sources come back with empty `files`
     /// and `partition_columns` until [`Spec::resolve_files`] runs.
     pub fn parse(text: &str, path: &Path) -> Result<Spec, SpecError> {
-        let root = yaml::parse(text).map_err(|e| SpecError::Syntax {
-            file: path.to_path_buf(),
-            line: e.line,
-            message: e.message,
+        let root = yaml::parse(text).map_err(|e| match e.limit {
+            true => SpecError::Limit {
+                file: path.to_path_buf(),
+                line: e.line,
+                message: e.message,
+            },
+            false => SpecError::Syntax {
+                file: path.to_path_buf(),
+                line: e.line,
+                message: e.message,
+            },
         })?;
         // `absolute` only joins onto the working directory; it does not
         // require the file to exist.
@@ -364,6 +370,56 @@ impl Spec {
     pub fn source(&self, name: &str) -> Option<&Source> {
         self.sources.iter().find(|s| s.name == name)
     }
+}
+
+/// Largest spec file accepted: 4 MiB, far more than any hand-written spec,
+/// small enough that a wrong path (a data file, a device) fails at once.
+pub const MAX_SPEC_BYTES: u64 = 4 << 20;
+
+/// The text of the spec file at `path`: a regular file of at most
+/// [`MAX_SPEC_BYTES`] of UTF-8. A fifo or a device would block or never end,
+/// so they are refused before opening.
+fn read_spec_text(path: &Path) -> Result<String, SpecError> {
+    use std::io::Read;
+    let fail = |message: String| SpecError::Read {
+        file: path.to_path_buf(),
+        source: std::io::Error::other(message),
+    };
+    match crate::pathkind::PathKind::of(path) {
+        crate::pathkind::PathKind::File | crate::pathkind::PathKind::Missing => {}
+        other => return Err(fail(format!("it {}", other.describe()))),
+    }
+    let file = std::fs::File::open(path).map_err(|source| SpecError::Read {
+        file: path.to_path_buf(),
+        source,
+    })?;
+    let too_large = |bytes: u64| {
+        fail(format!(
+            "it is {bytes} bytes; a spec may be at most {MAX_SPEC_BYTES} bytes (4 MiB)"
+        ))
+    };
+    if let Ok(m) = file.metadata()
+        && m.len() > MAX_SPEC_BYTES
+    {
+        return Err(too_large(m.len()));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_SPEC_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| SpecError::Read {
+            file: path.to_path_buf(),
+            source,
+        })?;
+    if bytes.len() as u64 > MAX_SPEC_BYTES {
+        return Err(too_large(bytes.len() as u64));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        fail(format!(
+            "it is not UTF-8 text (line {line}, byte {at} is not valid UTF-8)"
+        ))
+    })
 }
 
 /// `[A-Za-z_][A-Za-z0-9_]*`

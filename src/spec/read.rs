@@ -155,6 +155,22 @@ impl<'a> Item<'a> {
     }
 
     fn expected(&self, ctx: &Ctx<'_>, what: &str) -> SpecError {
+        // The YAML parser reads integers beyond 64 bits as floats, whose
+        // digits would then be shown rounded.
+        if let Kind::Float(x) = self.node.kind
+            && what == "an integer"
+            && x.fract() == 0.0
+            && x.abs() >= 9.2e18
+        {
+            return self.value_error(
+                ctx,
+                format!(
+                    "expected an integer, found a number too large for one (about {x:e}; \
+                     integers here go up to {})",
+                    u64::MAX
+                ),
+            );
+        }
         let hint = match &self.node.kind {
             Kind::Int(_) | Kind::Float(_) | Kind::Bool(_) if what.contains("string") => {
                 " (put it in quotes to make it a string)"
@@ -185,6 +201,17 @@ impl<'a> Item<'a> {
             return Err(self.value_error(ctx, "must not be empty"));
         }
         Ok(s)
+    }
+
+    /// SQL text, accepted by `check` (one of the checks in `sql.rs`).
+    pub fn sql(
+        &self,
+        ctx: &Ctx<'_>,
+        check: fn(&str) -> Result<(), String>,
+    ) -> Result<&'a str, SpecError> {
+        let text = self.text(ctx)?;
+        check(text).map_err(|message| self.error(ctx, message))?;
+        Ok(text)
     }
 
     pub fn boolean(&self, ctx: &Ctx<'_>) -> Result<bool, SpecError> {

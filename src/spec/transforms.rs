@@ -103,7 +103,8 @@ fn read_transform(ctx: &Ctx<'_>, item: &Item<'_>) -> Result<Transform, SpecError
                 "hash_bucket" => Ok(Transform::HashBucket {
                     buckets: arg.u64_at_least(ctx, 1).map_err(|_| {
                         arg.error(ctx, format!(
-                            "hash_bucket needs a bucket count of at least 1, found {}",
+                            "hash_bucket needs a bucket count from 1 to {}, found {}",
+                            u64::MAX,
                             arg.node.kind.describe()
                         ))
                     })?,
@@ -111,7 +112,8 @@ fn read_transform(ctx: &Ctx<'_>, item: &Item<'_>) -> Result<Transform, SpecError
                 "one_hot" => Ok(Transform::OneHot {
                     classes: arg.u64_at_least(ctx, 1).map_err(|_| {
                         arg.error(ctx, format!(
-                            "one_hot needs a class count of at least 1, found {}",
+                            "one_hot needs a class count from 1 to {}, found {}",
+                            u64::MAX,
                             arg.node.kind.describe()
                         ))
                     })?,

@@ -6,9 +6,35 @@
 //! errors found long after parsing.
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_saphyr::Spanned;
+use serde_saphyr::budget::BudgetBreach;
 use serde_saphyr::options::DuplicateKeyPolicy;
+use serde_saphyr::{Budget, Spanned};
 use std::fmt;
+
+/// Deepest nesting of lists and mappings (a spec needs about six levels).
+pub(super) const MAX_DEPTH: usize = 32;
+/// Most values (scalars, lists, mappings, each alias expansion counted).
+pub(super) const MAX_NODES: usize = 250_000;
+/// Most anchors (`&name`), and most aliases (`*name`).
+pub(super) const MAX_ANCHORS: usize = 1_000;
+/// The scanner's words for flow collections nested past its own limit.
+const NESTED_TOO_DEEPLY: &str = "lists and mappings nest too deeply";
+/// Most bytes of scalar text, alias expansions included.
+pub(super) const MAX_SCALAR_BYTES: usize = 16 << 20;
+
+/// The parser's resource limits for a spec. A real spec holds a few hundred
+/// values; these stop documents built to exhaust memory or time (alias bombs,
+/// deep nesting) long before they could, and [`breach_message`] says which
+/// limit was hit in words.
+fn budget() -> Budget {
+    let mut b = Budget::default();
+    b.max_depth = MAX_DEPTH;
+    b.max_nodes = MAX_NODES;
+    b.max_anchors = MAX_ANCHORS;
+    b.max_aliases = MAX_ANCHORS;
+    b.max_total_scalar_bytes = MAX_SCALAR_BYTES;
+    b
+}
 
 /// A YAML value with the 1-based line it starts on (`None` when unknown).
 #[derive(Debug, Clone, PartialEq)]
@@ -53,11 +79,14 @@ impl Kind {
     }
 }
 
-/// A document that is not well-formed YAML.
+/// A document that is not well-formed YAML, or exceeds a parser limit.
 #[derive(Debug)]
 pub(super) struct SyntaxError {
     pub line: Option<usize>,
     pub message: String,
+    /// The document hit one of the limits of [`budget`] rather than
+    /// breaking a rule of YAML.
+    pub limit: bool,
 }
 
 /// Parses one YAML document into a [`Node`] tree.
@@ -70,6 +99,7 @@ pub(super) fn parse(text: &str) -> Result<Node, SyntaxError> {
         strict_booleans: true,
         duplicate_keys: DuplicateKeyPolicy::PassThrough,
         with_snippet: false,
+        budget: Some(budget()),
     };
     match serde_saphyr::from_str_with_options::<Option<RawNode>>(text, options) {
         Ok(Some(raw)) => Ok(raw.into_node()),
@@ -83,23 +113,110 @@ pub(super) fn parse(text: &str) -> Result<Node, SyntaxError> {
                 .location()
                 .and_then(|loc| usize::try_from(loc.line()).ok())
                 .filter(|&l| l > 0);
-            Err(SyntaxError {
-                line,
-                message: strip_location(&err.to_string()),
+            Err(match limit_breached(err) {
+                Some(breach) => SyntaxError {
+                    line,
+                    message: breach_message(breach, alias_lines(err)),
+                    limit: true,
+                },
+                None => {
+                    let message = strip_location(&err.to_string());
+                    // The scanner's own nesting limit (deep flow collections).
+                    let limit = message.starts_with(NESTED_TOO_DEEPLY);
+                    SyntaxError {
+                        line,
+                        message,
+                        limit,
+                    }
+                }
             })
         }
     }
+}
+
+/// The budget breach behind `err`, if that is what it is (possibly wrapped
+/// in the alias whose expansion breached it).
+fn limit_breached(mut err: &serde_saphyr::Error) -> Option<&BudgetBreach> {
+    loop {
+        match err {
+            serde_saphyr::Error::Budget { breach, .. } => return Some(breach),
+            serde_saphyr::Error::AliasError { error, .. }
+            | serde_saphyr::Error::WithSnippet { error, .. } => err = error,
+            _ => return None,
+        }
+    }
+}
+
+/// For an error met while expanding an alias: the lines of the alias and of
+/// its anchor.
+fn alias_lines(err: &serde_saphyr::Error) -> Option<(u64, u64)> {
+    match err {
+        serde_saphyr::Error::AliasError { locations, .. } => {
+            let used = locations.reference_location.line();
+            let defined = locations.defined_location.line();
+            (used > 0 && defined > 0).then_some((used, defined))
+        }
+        _ => None,
+    }
+}
+
+/// A YAML limit in words: what was too large, and how large it may be.
+fn breach_message(breach: &BudgetBreach, alias: Option<(u64, u64)>) -> String {
+    let what = match breach {
+        BudgetBreach::Depth { .. } => {
+            format!("lists and mappings nest more than {MAX_DEPTH} levels deep")
+        }
+        BudgetBreach::Nodes { .. } => format!(
+            "the spec holds more than {MAX_NODES} values (lists, mappings and scalars, \
+             counting every expansion of an alias)"
+        ),
+        BudgetBreach::ScalarBytes { .. } => format!(
+            "the spec's values hold more than {} MiB of text (counting every expansion of \
+             an alias)",
+            MAX_SCALAR_BYTES >> 20
+        ),
+        BudgetBreach::Anchors { .. } => format!("more than {MAX_ANCHORS} anchors (&name)"),
+        BudgetBreach::Aliases { .. } => format!("more than {MAX_ANCHORS} aliases (*name)"),
+        BudgetBreach::AliasAnchorRatio { aliases, anchors } => format!(
+            "{aliases} aliases (*name) for {anchors} anchors (&name): more than 10 uses per \
+             anchor is how YAML bombs multiply a small file"
+        ),
+        BudgetBreach::MergeKeys { merge_keys } => {
+            format!("more than {} merge keys (<<)", merge_keys.saturating_sub(1))
+        }
+        BudgetBreach::Events { events } => {
+            format!("more than {} YAML events", events.saturating_sub(1))
+        }
+        BudgetBreach::Documents { .. } => {
+            "a spec is a single YAML document; remove the `---` separators".to_string()
+        }
+        other => format!("a YAML parser limit was reached ({other:?})"),
+    };
+    let at = match alias {
+        Some((used, defined)) => format!(
+            ", reached while expanding the alias on line {used} (its anchor is on line {defined})"
+        ),
+        None => String::new(),
+    };
+    format!("{what}{at}")
 }
 
 /// The library appends " at line L, column C" to its messages (the caller
 /// prints the line itself, in the `file:line:` prefix), and a few of its
 /// messages speak to programmers using it rather than to spec authors.
 fn strip_location(message: &str) -> String {
-    let trimmed = match message.rfind(" at line ") {
-        Some(at) if message[at..].contains("column") => &message[..at],
-        _ => message,
+    // The first " at line L, column C" starts the suffix; an error met inside
+    // an alias adds "(defined at line ...) (used at line ...)" after it.
+    static SUFFIX: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
+    let suffix = SUFFIX.get_or_init(|| regex::Regex::new(r" at line \d+, column \d+").ok());
+    let trimmed = match suffix.as_ref().and_then(|re| re.find(message)) {
+        Some(m) => &message[..m.start()],
+        None => message,
     };
     let trimmed = trimmed.trim();
+    if trimmed.starts_with("recursion limit exceeded") {
+        return format!("{NESTED_TOO_DEEPLY} (a spec needs a few levels, at most {MAX_DEPTH})");
+    }
     if trimmed.starts_with("multiple YAML documents") {
         return "a spec is a single YAML document; remove the `---` separator".to_string();
     }

@@ -115,3 +115,20 @@ pub fn stdout(o: &Output) -> String {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// The documented split/bucket hash (FNV-1a 64, then the SplitMix64
+/// finalizer), written again here so tests check the compiler against it.
+pub fn fnv_splitmix(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for &b in bytes {
+        h = (h ^ b as u64).wrapping_mul(0x100000001b3);
+    }
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d049bb133111eb);
+    h ^ (h >> 31)
+}
+
+/// Where a key's hash falls in `[0, 1)`, as splits use it.
+pub fn split_point(key: &str) -> f64 {
+    (fnv_splitmix(key.as_bytes()) >> 11) as f64 / (1u64 << 53) as f64
+}

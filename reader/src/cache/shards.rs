@@ -582,6 +582,25 @@ impl CachedShards {
 
     /// Checks every stored shard against the manifest (both hashes when
     /// compressed), reading from the source, not from the cache.
+    /// Checks the blake3 of a set's other file (manifest `files`) at its
+    /// source.
+    pub(crate) fn verify_file(&self, name: &str, size: u64, blake3: &str) -> Result<()> {
+        let mut hasher = blake3::Hasher::new();
+        self.source.read(name, size, &mut |b| {
+            hasher.update(b);
+            Ok(())
+        })?;
+        let actual = hex(hasher.finalize().as_bytes());
+        if actual != blake3 {
+            return Err(Error::Checksum {
+                path: self.source.locate(name),
+                expected: blake3.to_owned(),
+                actual,
+            });
+        }
+        Ok(())
+    }
+
     pub(crate) fn verify(&self) -> Result<()> {
         for (s, info) in self.shards.iter().enumerate() {
             let loc = self.source.locate(&info.file);

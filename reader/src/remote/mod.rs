@@ -41,6 +41,25 @@ pub(crate) fn open_set(
                 .into(),
         })?;
     let manifest = Manifest::parse(&bytes, Path::new(&store.url_of(MANIFEST_FILE)))?;
+    // The set's other files (rare: large vocabularies) must be there with
+    // their sizes, as for a local set; shards are checked when fetched.
+    for f in &manifest.files {
+        match store.head(&f.file)? {
+            Some(h) if h.size == f.bytes => {}
+            Some(h) => {
+                return Err(Error::Size {
+                    path: PathBuf::from(store.url_of(&f.file)),
+                    expected: f.bytes,
+                    actual: h.size,
+                });
+            }
+            None => {
+                return Err(Error::MissingShard {
+                    path: PathBuf::from(store.url_of(&f.file)),
+                });
+            }
+        }
+    }
     Ok((manifest, Box::new(StoreSource { store })))
 }
 

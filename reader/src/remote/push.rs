@@ -5,7 +5,7 @@
 
 use super::store::{Created, RemoteStore};
 use crate::error::{Error, Result};
-use crate::manifest::{MANIFEST_FILE, MAX_MANIFEST_BYTES, Manifest, ShardInfo};
+use crate::manifest::{MANIFEST_FILE, MAX_MANIFEST_BYTES, Manifest};
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -44,7 +44,7 @@ pub struct PushReport {
     pub artifact_hash: String,
     /// True when the destination already held this set: nothing was sent.
     pub already_there: bool,
-    /// Shard files uploaded.
+    /// Files uploaded (shards and the set's other files).
     pub uploaded_files: usize,
     /// Their bytes.
     pub uploaded_bytes: u64,
@@ -80,30 +80,42 @@ pub fn push(dir: &Path, url: &str, opts: &PushOptions) -> Result<PushReport> {
         report.seconds = t0.elapsed().as_secs_f64();
         return Ok(report);
     }
-    // Every shard file must be complete before anything is sent.
-    for s in &manifest.shards {
-        let p = dir.join(&s.file);
+    // The shards and the set's other files (manifest `files`), each complete
+    // before anything is sent.
+    let uploads: Vec<Upload<'_>> = manifest
+        .shards
+        .iter()
+        .map(|s| Upload {
+            file: &s.file,
+            bytes: s.file_bytes(),
+            blake3: s.file_blake3(),
+        })
+        .chain(manifest.files.iter().map(|f| Upload {
+            file: &f.file,
+            bytes: f.bytes,
+            blake3: &f.blake3,
+        }))
+        .collect();
+    for u in &uploads {
+        let p = dir.join(u.file);
         let len = std::fs::metadata(&p).map_err(|e| Error::io(&p, e))?.len();
-        if len != s.file_bytes() {
+        if len != u.bytes {
             return Err(Error::Size {
                 path: p,
-                expected: s.file_bytes(),
+                expected: u.bytes,
                 actual: len,
             });
         }
     }
     let next = AtomicUsize::new(0);
     let outcome: Mutex<(PushReport, Option<Error>)> = Mutex::new((report, None));
-    let workers = opts
-        .concurrency
-        .clamp(1, 64)
-        .min(manifest.shards.len().max(1));
+    let workers = opts.concurrency.clamp(1, 64).min(uploads.len().max(1));
     std::thread::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(s) = manifest.shards.get(i) else {
+                    let Some(s) = uploads.get(i) else {
                         return;
                     };
                     if outcome.lock().map(|o| o.1.is_some()).unwrap_or(true) {
@@ -115,7 +127,7 @@ pub fn push(dir: &Path, url: &str, opts: &PushOptions) -> Result<PushReport> {
                         Ok(Sent::Skipped) => o.0.skipped_files += 1,
                         Ok(Sent::Uploaded { retries }) => {
                             o.0.uploaded_files += 1;
-                            o.0.uploaded_bytes += s.file_bytes();
+                            o.0.uploaded_bytes += s.bytes;
                             o.0.retries += retries;
                         }
                         Err(e) => {
@@ -175,6 +187,13 @@ fn check_existing(store: &RemoteStore, manifest: &Manifest) -> Result<bool> {
     })
 }
 
+/// One file to upload: its name, size and blake3 as the manifest lists them.
+struct Upload<'a> {
+    file: &'a str,
+    bytes: u64,
+    blake3: &'a str,
+}
+
 enum Sent {
     Skipped,
     Uploaded { retries: usize },
@@ -183,22 +202,22 @@ enum Sent {
 fn upload_shard(
     store: &RemoteStore,
     dir: &Path,
-    s: &ShardInfo,
+    s: &Upload<'_>,
     opts: &PushOptions,
 ) -> Result<Sent> {
-    let hash = s.file_blake3();
-    if let Some(h) = store.head(&s.file)?
-        && h.size == s.file_bytes()
+    let hash = s.blake3;
+    if let Some(h) = store.head(s.file)?
+        && h.size == s.bytes
         && h.blake3.as_deref() == Some(hash)
     {
         return Ok(Sent::Skipped);
     }
-    let path = dir.join(&s.file);
+    let path = dir.join(s.file);
     let mut attempt = 0;
     loop {
-        let r = if s.file_bytes() >= opts.multipart_threshold {
+        let r = if s.bytes >= opts.multipart_threshold {
             store.put_multipart(
-                &s.file,
+                s.file,
                 &path,
                 hash,
                 opts.part_bytes.max(5 << 20),
@@ -207,7 +226,7 @@ fn upload_shard(
         } else {
             std::fs::read(&path)
                 .map_err(|e| Error::io(&path, e))
-                .and_then(|b| store.put(&s.file, b, Some(hash), false).map(|_| ()))
+                .and_then(|b| store.put(s.file, b, Some(hash), false).map(|_| ()))
         };
         match r {
             Ok(()) => {

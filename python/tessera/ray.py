@@ -1,0 +1,214 @@
+"""``tessera.ray``: run a build's tasks on a Ray cluster.
+
+A build is a plan of independent tasks (``tessera plan``): statistics
+partials, one per chunk of the input; ``freeze``, which merges them in chunk
+order; shard tasks, one per chunk; then a commit that assembles the outputs
+and publishes the artifact. :func:`build` plans on the driver, runs the tasks
+as Ray tasks (each one is the ``tessera task`` command this package ships, so
+workers run the same compiled code as a local build), and commits on the
+driver. The artifact is byte-identical to a local ``tessera build`` of the
+same spec, whichever node ran which task and however often a task was retried.
+
+Every node must see the spec, its inputs, the cache directory and the work
+directory at the same paths (a shared file system); the driver publishes into
+the cache. ``output`` then copies the artifact where it is wanted (a
+directory, or an object-store URL where the compiler supports one). Install
+with ``pip install 'tessera-shards[ray]'``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+from tessera._build import PathArg, find_compiler
+from tessera.errors import BuildError
+
+__all__ = ["build", "TaskError"]
+
+
+class TaskError(BuildError):
+    """A task of the plan failed on a worker with an error of the build itself
+    (bad data, a bad spec): rerunning it would fail the same way."""
+
+
+class _Interrupted(Exception):
+    """The task's process was killed (by a signal): worth retrying."""
+
+
+def _run(cmd: List[str]) -> "subprocess.CompletedProcess[str]":
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+
+
+def _run_task(exe: str, plan: str, task: str) -> Dict[str, Any]:
+    """Body of one Ray task: ``tessera task PLAN TASK`` on the worker."""
+    if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+        exe = find_compiler()
+    t0 = time.monotonic()
+    p = _run([exe, "task", plan, task])
+    if p.returncode < 0:
+        raise _Interrupted(f"task {task}: killed by signal {-p.returncode}")
+    if p.returncode != 0:
+        raise TaskError(f"task {task} failed on {os.uname().nodename}:\n{p.stderr.strip()}")
+    return {"task": task, "seconds": time.monotonic() - t0, "pid": os.getpid()}
+
+
+def build(
+    spec: PathArg,
+    output: Optional[str] = None,
+    *,
+    address: Optional[str] = None,
+    cache_dir: Optional[PathArg] = None,
+    work_dir: Optional[PathArg] = None,
+    threads: Optional[int] = None,
+    memory_limit: Optional[str] = None,
+    max_in_flight: Optional[int] = None,
+    retries: int = 3,
+    allow_empty: bool = False,
+    progress: bool = True,
+) -> Dict[str, Any]:
+    """Builds ``spec`` with its tasks run on a Ray cluster; returns the report.
+
+    ``address`` is passed to ``ray.init`` when Ray is not initialized yet
+    (``None``: a local Ray, or ``RAY_ADDRESS``). ``cache_dir`` and
+    ``work_dir`` must be reachable by every node at the same path (the work
+    directory defaults to one under the cache's ``tmp/``). ``threads`` and
+    ``memory_limit`` (e.g. ``"2GiB"``) are those of a global query's single
+    task; chunk tasks run on one core each. At most ``max_in_flight`` tasks
+    are submitted at once (default: twice the cluster's CPUs). A task whose
+    process or node dies is rerun up to ``retries`` times; a task that fails
+    with an error of the build raises :class:`TaskError` at once.
+
+    When the cache already holds the artifact, no task is scheduled (and Ray
+    is not even started). The report is ``tessera commit --json``'s (``hash``,
+    ``path``, ``rows``, ...) plus ``cache_hit``, ``tasks`` (how many tasks
+    completed; retried attempts are not counted) and ``seconds`` per phase. With ``output``, the artifact
+    is then copied there by ``tessera build -o OUTPUT`` (a cache hit) and
+    ``output`` is added to the report.
+    """
+    exe = find_compiler()
+    spec_path = os.path.abspath(os.fspath(spec))
+    common: List[str] = []
+    if cache_dir is not None:
+        common += ["--cache-dir", os.path.abspath(os.fspath(cache_dir))]
+    t0 = time.monotonic()
+    cmd = [exe, "plan", spec_path, "--json", *common]
+    if work_dir is not None:
+        cmd += ["--work-dir", os.path.abspath(os.fspath(work_dir))]
+    if threads is not None:
+        cmd += ["--threads", str(int(threads))]
+    if memory_limit is not None:
+        cmd += ["--memory-limit", str(memory_limit)]
+    p = _run(cmd)
+    if p.returncode != 0:
+        raise BuildError(f"tessera plan {spec_path} failed:\n{p.stderr.strip()}", spec=spec_path, returncode=p.returncode, stderr=p.stderr)
+    plan = json.loads(p.stdout.strip().splitlines()[-1])
+    seconds = {"plan": time.monotonic() - t0}
+    if plan.get("cached"):
+        report: Dict[str, Any] = {"hash": plan["hash"], "path": plan["cached"], "cache_hit": True, "tasks": 0}
+    else:
+        plan_file = os.path.join(plan["work_dir"], "plan.json")
+        ran = _run_on_ray(exe, plan, plan_file, address, max_in_flight, retries, progress, seconds)
+        t1 = time.monotonic()
+        cmd = [exe, "commit", plan_file, "--json"]
+        if allow_empty:
+            cmd.append("--allow-empty")
+        p = _run(cmd)
+        if p.returncode != 0:
+            raise BuildError(f"tessera commit {plan_file} failed:\n{p.stderr.strip()}", spec=spec_path, returncode=p.returncode, stderr=p.stderr)
+        seconds["commit"] = time.monotonic() - t1
+        report = json.loads(p.stdout.strip().splitlines()[-1])
+        report["cache_hit"] = False
+        report["tasks"] = len(ran)
+    if output is not None:
+        cmd = [exe, "build", spec_path, "-o", str(output), "--json", "-q", *common]
+        if allow_empty:
+            cmd.append("--allow-empty")
+        p = _run(cmd)
+        if p.returncode != 0:
+            raise BuildError(f"copying the artifact to {output} failed:\n{p.stderr.strip()}", spec=spec_path, returncode=p.returncode, stderr=p.stderr)
+        report["output"] = str(output)
+    seconds["total"] = time.monotonic() - t0
+    report["seconds"] = seconds
+    return report
+
+
+def _run_on_ray(
+    exe: str,
+    plan: Dict[str, Any],
+    plan_file: str,
+    address: Optional[str],
+    max_in_flight: Optional[int],
+    retries: int,
+    progress: bool,
+    seconds: Dict[str, float],
+) -> List[Dict[str, Any]]:
+    try:
+        ray: Any = importlib.import_module("ray")
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise BuildError("tessera.ray needs Ray: pip install 'tessera-shards[ray]'") from e
+    if not ray.is_initialized():
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    limit = max_in_flight if max_in_flight else 2 * cpus
+    remote = ray.remote(_run_task).options(
+        num_cpus=1,
+        max_retries=retries,
+        retry_exceptions=[_Interrupted],
+        scheduling_strategy="SPREAD",
+    )
+    tasks = plan["tasks"]
+    phases = [
+        ("stats", [t["id"] for t in tasks if t["kind"] == "stats"]),
+        ("freeze", [t["id"] for t in tasks if t["kind"] == "freeze"]),
+        ("shards", [t["id"] for t in tasks if t["kind"] in ("shard", "global")]),
+    ]
+    done: List[Dict[str, Any]] = []
+    total = sum(len(ids) for _, ids in phases)
+    for name, ids in phases:
+        if not ids:
+            continue
+        t = time.monotonic()
+        done += _run_phase(ray, remote, exe, plan_file, name, ids, limit, progress, len(done), total)
+        seconds[name] = time.monotonic() - t
+    if progress and sys.stderr.isatty():
+        sys.stderr.write("\n")
+    return done
+
+
+def _run_phase(ray: Any, remote: Any, exe: str, plan_file: str, name: str, ids: List[str], limit: int, progress: bool, before: int, total: int) -> List[Dict[str, Any]]:
+    """Runs the tasks ``ids`` (independent of each other), at most ``limit``
+    in flight, in plan order; the first build error cancels the rest."""
+    tty = sys.stderr.isatty()
+    pending = list(reversed(ids))
+    running: Dict[Any, str] = {}
+    results: List[Dict[str, Any]] = []
+    try:
+        while pending or running:
+            while pending and len(running) < limit:
+                task = pending.pop()
+                running[remote.remote(exe, plan_file, task)] = task
+            ready, _ = ray.wait(list(running), num_returns=1)
+            for ref in ready:
+                task = running.pop(ref)
+                try:
+                    results.append(ray.get(ref))
+                except Exception as e:  # Ray wraps the task's exception
+                    cause = getattr(e, "cause", None)
+                    if isinstance(cause, TaskError):
+                        raise cause from None
+                    raise BuildError(f"task {task} failed after its retries: {e}") from e
+            if progress and (tty or len(results) == len(ids)):
+                end = "" if tty else "\n"
+                sys.stderr.write(f"\rtessera.ray: {name} {len(results)}/{len(ids)} (tasks {before + len(results)}/{total}){end}")
+                sys.stderr.flush()
+    except BaseException:
+        for ref in running:
+            ray.cancel(ref, force=True)
+        raise
+    return results

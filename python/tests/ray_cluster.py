@@ -1,0 +1,139 @@
+"""A three-node Ray cluster on loopback that builds a spec with tessera.ray,
+loses a worker node in the middle, and builds again; run by test_ray.py
+inside a network namespace of its own (where loopback is the only
+interface), so that no Ray traffic leaves the machine's loopback.
+
+    python ray_cluster.py SPEC CACHE_DIR RESULT_JSON
+
+Starts a head and two worker nodes (``ray start --block``, one CPU each),
+each in its own process group; builds SPEC into CACHE_DIR with
+``tessera.ray.build``; kills worker node ``b`` (SIGKILL to its whole process
+group) as soon as two tasks have written their outputs; after the build,
+builds again (a cache hit). Writes what happened to RESULT_JSON. Stops every
+node it started by process group, never with ``ray stop``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any, Dict, List
+
+PORT = 6390
+
+
+def ray_cli() -> str:
+    return os.path.join(os.path.dirname(sys.executable), "ray")
+
+
+def start_node(name: str, temp_dir: str, head: bool) -> subprocess.Popen:
+    cmd = [ray_cli(), "start", "--block", "--node-ip-address=127.0.0.1", "--num-cpus=1", "--disable-usage-stats", f"--resources={json.dumps({name: 1})}"]
+    env = dict(os.environ)
+    if head:
+        cmd += ["--head", f"--port={PORT}", f"--temp-dir={temp_dir}", "--include-dashboard=false", "--object-store-memory=100000000"]
+        # Notice a dead node in about 2 s instead of 14.
+        env.update(RAY_health_check_period_ms="1000", RAY_health_check_failure_threshold="3", RAY_health_check_timeout_ms="1000")
+    else:
+        cmd += [f"--address=127.0.0.1:{PORT}", "--object-store-memory=100000000"]
+    log = open(os.path.join(temp_dir, f"node-{name}.log"), "wb")
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def stop(p: subprocess.Popen, sig: int = signal.SIGTERM, wait: float = 15.0) -> None:
+    if p.poll() is not None:
+        return
+    try:
+        os.killpg(p.pid, sig)
+        p.wait(timeout=wait)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.wait(timeout=wait)
+
+
+def alive_nodes(ray: Any) -> List[str]:
+    return sorted(k for n in ray.nodes() if n["Alive"] for k in n["Resources"] if k in ("a", "b", "head"))
+
+
+def main() -> None:
+    spec, cache_dir, result_path = sys.argv[1:4]
+    # Inside a network namespace of its own, with only loopback: no token
+    # (Ray turns token authentication on when a token file exists in $HOME).
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
+    nodes: Dict[str, subprocess.Popen] = {}
+    result: Dict[str, Any] = {}
+    try:
+        import ray
+
+        import tessera.ray as tray
+
+        # One node at a time: each registers before the next starts.
+        nodes["head"] = start_node("head", temp_dir, head=True)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                ray.init(address=f"127.0.0.1:{PORT}", logging_level="ERROR", log_to_driver=False)
+                break
+            except ConnectionError:
+                if time.monotonic() > deadline or nodes["head"].poll() is not None:
+                    raise
+                time.sleep(1)
+        for name in ("a", "b"):
+            nodes[name] = start_node(name, temp_dir, head=False)
+            while name not in alive_nodes(ray):
+                if time.monotonic() > deadline or nodes[name].poll() is not None:
+                    raise SystemExit(f"node {name} did not come up: {alive_nodes(ray)} (see {temp_dir})")
+                time.sleep(0.5)
+        result["node_ips"] = sorted({n["NodeManagerAddress"] for n in ray.nodes()})
+
+        # Kill node b once two tasks have written their outputs, while the
+        # rest are running or queued.
+        work = os.path.join(cache_dir, "tmp")
+        killed: Dict[str, Any] = {}
+
+        def killer() -> None:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and "at" not in killed:
+                outputs = 0
+                for root, _, files in os.walk(work):
+                    outputs += sum(1 for f in files if f.endswith(".json") and not f.startswith(".") and f != "plan.json")
+                if outputs >= 2:
+                    killed["outputs_before"] = outputs
+                    killed["at"] = time.monotonic()
+                    stop(nodes["b"], signal.SIGKILL, wait=5)
+                    return
+                time.sleep(0.02)
+
+        t = threading.Thread(target=killer, daemon=True)
+        t.start()
+        t0 = time.monotonic()
+        first = tray.build(spec, cache_dir=cache_dir, progress=False, retries=5)
+        t.join(timeout=5)
+        result["first"] = {"hash": first["hash"], "path": first["path"], "cache_hit": first["cache_hit"], "tasks": first["tasks"], "seconds": time.monotonic() - t0}
+        result["killed_after_outputs"] = killed.get("outputs_before")
+        result["killed_before_end"] = "at" in killed and killed["at"] < t0 + result["first"]["seconds"]
+        time.sleep(3)
+        result["alive_after"] = alive_nodes(ray)
+        second = tray.build(spec, cache_dir=cache_dir, progress=False)
+        result["second"] = {"hash": second["hash"], "path": second["path"], "cache_hit": second["cache_hit"], "tasks": second["tasks"]}
+        ray.shutdown()
+    finally:
+        for name in ("b", "a", "head"):
+            if name in nodes:
+                stop(nodes[name])
+        with open(result_path, "w") as f:
+            json.dump(result, f)
+
+
+if __name__ == "__main__":
+    main()

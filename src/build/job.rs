@@ -1,0 +1,427 @@
+//! One build of an artifact, under its lock, into a staging directory: plan
+//! the query, run the statistics and encode tasks on the build's threads,
+//! shuffle if asked, and assemble the manifest (large vocabularies written to
+//! files beside it).
+
+use super::resources::batch_rows;
+use super::{BuildError, check_not_empty, layout_of, split_names};
+use crate::fingerprint;
+use crate::plan::{
+    Chunk, Decision, EncodeOutput, OutputBudget, PlanOptions, Planner, ScanMetrics, StatsPartial,
+};
+use crate::progress::Progress;
+use crate::spec::Spec;
+use crate::transform::{FrozenStats, SEMANTICS_VERSION};
+use rayon::prelude::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+use tessera_reader::{
+    EpochOrder, FileInfo, Manifest, RecordLayout, ShardInfo, ShardWriter, SplitInfo,
+};
+
+/// What the build of an artifact found, beside its manifest.
+pub(super) struct Built {
+    pub(super) decision: Decision,
+    pub(super) serial: Option<String>,
+    pub(super) chunks: usize,
+    pub(super) scan: ScanMetrics,
+    pub(super) rows_kept: u64,
+}
+
+/// Everything one build of an artifact needs.
+pub(super) struct Job<'a> {
+    pub(super) spec: &'a Arc<Spec>,
+    pub(super) pool: &'a rayon::ThreadPool,
+    pub(super) progress: &'a Progress,
+    pub(super) hash: &'a str,
+    pub(super) files: &'a [fingerprint::InputFile],
+    pub(super) threads: usize,
+    pub(super) memory_limit: u64,
+    pub(super) allow_empty: bool,
+    pub(super) budget: OutputBudget,
+}
+
+impl Job<'_> {
+    /// Plans, runs the statistics and encode tasks into `staging`, and
+    /// returns the manifest to publish.
+    pub(super) fn run(
+        &self,
+        staging: &Path,
+        canonical: serde_json::Value,
+        seconds: &mut BTreeMap<String, f64>,
+    ) -> Result<(Manifest, Built), BuildError> {
+        let spec = self.spec;
+        let work = staging.join("work");
+        std::fs::create_dir_all(&work)
+            .map_err(|e| BuildError::Other(format!("{}: {e}", work.display())))?;
+        let t = Instant::now();
+        let layout = layout_of(spec)?;
+        let mut planner = Planner::new(
+            Arc::clone(spec),
+            PlanOptions {
+                threads: self.threads,
+                batch_rows: batch_rows(layout.stride),
+                memory_limit: self.memory_limit,
+                work_dir: Some(work.clone()),
+            },
+        )?;
+        let decision = planner.decision().clone();
+        self.progress
+            .line(&format!("plan: {}", decision.describe()));
+        if let Some(why) = planner.serial_reason() {
+            self.progress.line(&format!(
+                "plan: one partition, because of {why} (its result could depend on row order)"
+            ));
+        }
+        seconds.insert("plan".to_string(), t.elapsed().as_secs_f64());
+        crate::fault::point("build.planned");
+
+        let mut scan = ScanMetrics::default();
+        if let Decision::Global { .. } = decision {
+            let t = Instant::now();
+            let stage = self.progress.stage("query", 1);
+            let per_chunk = (spec
+                .shards
+                .target_bytes
+                .saturating_sub(tessera_reader::HEADER_LEN as u64)
+                / layout.stride.max(1))
+            .max(1);
+            scan = planner.materialize(
+                &work,
+                per_chunk,
+                Some((&self.budget, layout.stride)),
+                &|rows| stage.advance(rows, 0),
+            )?;
+            stage.chunk_done();
+            stage.finish();
+            seconds.insert("query".to_string(), t.elapsed().as_secs_f64());
+        }
+        let chunks = planner.chunks().to_vec();
+
+        // Statistics pass: partials per chunk, merged in chunk order.
+        let t = Instant::now();
+        let frozen = if planner.needs_stats() {
+            let stage = self.progress.stage("stats", chunks.len() as u64);
+            let partials: Vec<(StatsPartial, ScanMetrics)> = self.pool.install(|| {
+                chunks
+                    .par_iter()
+                    .map(|c| {
+                        let r = planner.stats_task(c);
+                        if let Ok((_, m)) = &r {
+                            stage.advance(m.rows_scanned, 0);
+                        }
+                        stage.chunk_done();
+                        r
+                    })
+                    .collect::<Result<_, _>>()
+            })?;
+            stage.finish();
+            freeze(spec, &planner, partials.into_iter().map(|(p, _)| p))?
+        } else {
+            vec![None; spec.fields.len()]
+        };
+        seconds.insert("stats".to_string(), t.elapsed().as_secs_f64());
+
+        // Encode pass: each chunk writes its own shards.
+        let t = Instant::now();
+        let encode_dir = if spec.order.shuffle_seed.is_some() {
+            let d = work.join("unshuffled");
+            std::fs::create_dir_all(&d)
+                .map_err(|e| BuildError::Other(format!("{}: {e}", d.display())))?;
+            d
+        } else {
+            staging.to_path_buf()
+        };
+        let stage = self.progress.stage("encode", chunks.len() as u64);
+        let outputs = self.pool.install(|| {
+            chunks
+                .par_iter()
+                .map(|c: &Chunk| {
+                    let r = planner.encode_task(
+                        c,
+                        &layout,
+                        &frozen,
+                        &encode_dir,
+                        spec.shards.target_bytes,
+                        Some(&self.budget),
+                        &|rows, bytes| stage.advance(rows, bytes),
+                    );
+                    stage.chunk_done();
+                    r
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })?;
+        stage.finish();
+        seconds.insert("encode".to_string(), t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        let commit = Commit {
+            spec,
+            layout: &layout,
+            hash: self.hash,
+            files: self.files,
+            canonical,
+            decision,
+            serial: planner.serial_reason().map(str::to_string),
+            chunks: chunks.len(),
+            frozen: &frozen,
+            allow_empty: self.allow_empty,
+            scan,
+        };
+        let out = commit.assemble(outputs, &encode_dir, staging)?;
+        seconds.insert("commit".to_string(), t.elapsed().as_secs_f64());
+        std::fs::remove_dir_all(&work)
+            .map_err(|e| BuildError::Other(format!("{}: {e}", work.display())))?;
+        Ok(out)
+    }
+}
+
+/// Merges statistics partials in chunk order and freezes them.
+pub(crate) fn freeze(
+    spec: &Spec,
+    planner: &Planner,
+    partials: impl IntoIterator<Item = StatsPartial>,
+) -> Result<Vec<Option<Vec<FrozenStats>>>, BuildError> {
+    let mut merged = planner.stats_partial();
+    for p in partials {
+        merged.merge(spec, p)?;
+    }
+    Ok(merged.freeze(spec, planner.max_vocab())?)
+}
+
+/// The last step of a build: the task outputs assembled into a manifest.
+pub(crate) struct Commit<'a> {
+    pub(crate) spec: &'a Spec,
+    pub(crate) layout: &'a RecordLayout,
+    pub(crate) hash: &'a str,
+    pub(crate) files: &'a [fingerprint::InputFile],
+    pub(crate) canonical: serde_json::Value,
+    pub(crate) decision: Decision,
+    pub(crate) serial: Option<String>,
+    pub(crate) chunks: usize,
+    pub(crate) frozen: &'a [Option<Vec<FrozenStats>>],
+    pub(crate) allow_empty: bool,
+    /// Counters of work done outside the encode tasks (a global query).
+    pub(crate) scan: ScanMetrics,
+}
+
+impl Commit<'_> {
+    /// Orders the shards split-major and chunk order within a split, refuses
+    /// an empty set (unless allowed), shuffles if the spec asks, checks the
+    /// inputs are unchanged, and returns the manifest. The shards written in
+    /// `encode_dir` end up in `staging`.
+    pub(crate) fn assemble(
+        self,
+        outputs: Vec<(EncodeOutput, ScanMetrics)>,
+        encode_dir: &Path,
+        staging: &Path,
+    ) -> Result<(Manifest, Built), BuildError> {
+        let spec = self.spec;
+        let names = split_names(spec);
+        let mut scan = self.scan;
+        let mut rows_kept = 0;
+        let mut shards: Vec<ShardInfo> = Vec::new();
+        let mut splits = Vec::new();
+        let mut start = 0u64;
+        for (s, name) in names.iter().enumerate() {
+            let mut rows = 0;
+            for (out, _) in &outputs {
+                for (si, info) in &out.shards {
+                    if *si == s {
+                        shards.push(info.clone());
+                    }
+                }
+                rows += out.rows_per_split.get(s).copied().unwrap_or(0);
+            }
+            splits.push(SplitInfo {
+                name: name.clone(),
+                start,
+                rows,
+            });
+            start += rows;
+        }
+        for (out, m) in &outputs {
+            scan.add(m);
+            rows_kept += out.rows_kept;
+        }
+        if !self.allow_empty {
+            check_not_empty(spec, &splits, rows_kept, &scan)?;
+        }
+        if let Some(seed) = spec.order.shuffle_seed {
+            (shards, splits) = shuffle_splits(
+                encode_dir,
+                staging,
+                self.layout,
+                shards,
+                splits,
+                seed,
+                spec.shards.target_bytes,
+            )?;
+        } else if encode_dir != staging {
+            for sh in &shards {
+                move_file(&encode_dir.join(&sh.file), &staging.join(&sh.file))?;
+            }
+        }
+        crate::fault::point("build.shuffled");
+
+        // The inputs must still be what was hashed: a file that changed while
+        // the build read it would publish data under a hash it does not have.
+        fingerprint::recheck(self.files)?;
+        crate::fault::point("build.rechecked");
+
+        let mut manifest = Manifest::new(self.layout.clone(), shards, splits)?;
+        manifest.artifact_hash = self.hash.to_string();
+        manifest.name = spec.name.clone();
+        manifest.created_by = format!("tessera {}", env!("CARGO_PKG_VERSION"));
+        manifest.spec = self.canonical;
+        manifest.inputs = fingerprint::manifest_inputs(self.files);
+        let (stats, files) = stats_json(spec, self.frozen, staging)?;
+        manifest.stats = stats;
+        manifest.files = files;
+        manifest.build = serde_json::json!({
+            "semantics_version": SEMANTICS_VERSION,
+            "plan": self.decision.kind(),
+            "plan_detail": self.decision,
+            "plan_serial": self.serial,
+            "chunks": self.chunks,
+            "rows_kept": rows_kept,
+            "scan": scan,
+        });
+        Ok((
+            manifest,
+            Built {
+                serial: self.serial,
+                decision: self.decision,
+                chunks: self.chunks,
+                scan,
+                rows_kept,
+            },
+        ))
+    }
+}
+
+/// Moves a file (renaming when it can, copying across file systems).
+fn move_file(from: &Path, to: &Path) -> Result<(), BuildError> {
+    if std::fs::rename(from, to).is_ok() {
+        return Ok(());
+    }
+    std::fs::copy(from, to)
+        .and_then(|_| std::fs::remove_file(from))
+        .map_err(|e| BuildError::Other(format!("{} -> {}: {e}", from.display(), to.display())))
+}
+
+/// Vocabularies longer than this go to a file of their own beside the
+/// shards, so the manifest stays small.
+pub const VOCAB_INLINE: usize = 4096;
+
+/// The manifest's `stats` object (per field with statistics, one entry per
+/// stacked column, or a single entry), and the vocabulary files it refers to,
+/// written into `dir`: `vocab-FIELD-SLOT.jsonl`, one `[value, count]` JSON
+/// array per line in id order (docs/FORMAT.md, section 3.7).
+fn stats_json(
+    spec: &Spec,
+    frozen: &[Option<Vec<FrozenStats>>],
+    dir: &Path,
+) -> Result<(serde_json::Value, Vec<FileInfo>), BuildError> {
+    use std::io::Write as _;
+    let mut map = serde_json::Map::new();
+    let mut files = Vec::new();
+    for (f, fr) in spec.fields.iter().zip(frozen) {
+        let Some(slots) = fr else { continue };
+        let mut entries = Vec::with_capacity(slots.len());
+        for (j, st) in slots.iter().enumerate() {
+            match st {
+                FrozenStats::Vocab {
+                    values,
+                    counts,
+                    oov,
+                } if values.len() > VOCAB_INLINE => {
+                    let name = format!("vocab-{}-{j}.jsonl", f.name);
+                    let path = dir.join(&name);
+                    let io =
+                        |e: std::io::Error| BuildError::Other(format!("{}: {e}", path.display()));
+                    let mut w = std::io::BufWriter::new(std::fs::File::create(&path).map_err(io)?);
+                    for (v, c) in values.iter().zip(counts) {
+                        serde_json::to_writer(&mut w, &(v, c))
+                            .map_err(|e| BuildError::Other(format!("{}: {e}", path.display())))?;
+                        w.write_all(b"\n").map_err(io)?;
+                    }
+                    w.flush().map_err(io)?;
+                    drop(w);
+                    let bytes = std::fs::metadata(&path).map_err(io)?.len();
+                    let mut hasher = blake3::Hasher::new();
+                    hasher.update_mmap(&path).map_err(io)?;
+                    files.push(FileInfo {
+                        file: name.clone(),
+                        bytes,
+                        blake3: hasher.finalize().to_hex().to_string(),
+                    });
+                    entries.push(serde_json::json!({
+                        "kind": "vocab",
+                        "oov": oov,
+                        "size": values.len(),
+                        "file": name,
+                    }));
+                }
+                other => entries.push(serde_json::to_value(other).unwrap_or_default()),
+            }
+        }
+        map.insert(f.name.clone(), serde_json::Value::Array(entries));
+    }
+    Ok((serde_json::Value::Object(map), files))
+}
+
+/// The build-time shuffle: each split's records are permuted with the seeded
+/// O(1)-memory permutation of the reader crate (epoch 0) and rewritten.
+fn shuffle_splits(
+    src_dir: &Path,
+    dst_dir: &Path,
+    layout: &RecordLayout,
+    shards: Vec<ShardInfo>,
+    splits: Vec<SplitInfo>,
+    seed: u64,
+    target_bytes: u64,
+) -> Result<(Vec<ShardInfo>, Vec<SplitInfo>), BuildError> {
+    let tmp = Manifest::new(layout.clone(), shards, splits.clone())?;
+    tessera_reader::write_manifest(src_dir, &tmp)?;
+    let ds = tessera_reader::Dataset::open(src_dir)?;
+    let stride = layout.stride as usize;
+    let target_rows =
+        (target_bytes.saturating_sub(tessera_reader::HEADER_LEN as u64) / layout.stride).max(1);
+    let mut out = Vec::new();
+    let per = batch_rows(layout.stride) as u64;
+    let bytes = per as usize * stride;
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(bytes).map_err(|_| {
+        BuildError::Other(format!(
+            "the shuffle buffer of {bytes} bytes ({per} records of {stride}) cannot be allocated"
+        ))
+    })?;
+    buf.resize(bytes, 0);
+    let mut idx = Vec::with_capacity(per as usize);
+    for split in &splits {
+        let view = ds.split(&split.name)?;
+        let order = EpochOrder::shuffled(view.len(), seed, 0);
+        let mut pos = 0u64;
+        let mut seq = 0u32;
+        while pos < view.len() {
+            let name = format!("{}-{seq:05}.bin", split.name);
+            seq += 1;
+            let mut w = ShardWriter::create(dst_dir, &name, layout)?;
+            let end = (pos + target_rows).min(view.len());
+            while pos < end {
+                let n = (end - pos).min(per);
+                idx.clear();
+                idx.extend((pos..pos + n).map(|p| order.get(p)));
+                let out_bytes = &mut buf[..n as usize * stride];
+                view.gather(&idx, out_bytes)?;
+                w.write_records(out_bytes)?;
+                pos += n;
+            }
+            out.push(w.finish()?);
+        }
+    }
+    Ok((out, splits))
+}

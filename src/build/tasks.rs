@@ -1,0 +1,600 @@
+//! A build as data, for running its tasks elsewhere (a cluster).
+//!
+//! `tessera plan` fingerprints the inputs, plans the query and writes the
+//! plan: the artifact hash, the chunks, and the tasks with their order
+//! (`plan.json` in a work directory every worker can read and write).
+//! `tessera task PLAN ID` runs one task and writes its output under a name
+//! fixed by the task id, replacing any earlier attempt's (a retried or
+//! duplicated task gives the same bytes). `tessera commit PLAN` assembles the
+//! outputs in chunk order and publishes the artifact in the cache. A local
+//! `tessera build` runs the same steps in one process (see `job`).
+//!
+//! Tasks: `stats-NNNNN` (statistics partial of chunk N), then `freeze`
+//! (partials merged in chunk order and frozen), then `shard-NNNNN` (chunk N
+//! encoded into shards), then the commit. A global query is one task,
+//! `global`, run on one machine.
+
+use super::job::{Commit, freeze};
+use super::resources::batch_rows;
+use super::{BuildError, BuildOptions, BuildReport, IndexedRows, Prepared, layout_of, prepare};
+use crate::plan::{Chunk, Decision, EncodeOutput, PlanOptions, Planner, ScanMetrics, StatsPartial};
+use crate::transform::FrozenStats;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The plan file's `format`.
+pub const PLAN_FORMAT: &str = "tessera-build-plan";
+
+/// What a task does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskKind {
+    /// The statistics partial of one chunk.
+    Stats,
+    /// Merge the partials in chunk order and freeze them.
+    Freeze,
+    /// Encode one chunk into shards.
+    Shard,
+    /// A global query: run it, compute its statistics and encode it.
+    Global,
+}
+
+/// One task of a plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    /// `stats-00003`, `freeze`, `shard-00003`, `global`.
+    pub id: String,
+    /// What it does.
+    pub kind: TaskKind,
+    /// The chunk it reads, for stats and shard tasks.
+    pub chunk: Option<usize>,
+    /// Tasks whose outputs it reads.
+    pub after: Vec<String>,
+}
+
+/// A planned build.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BuildPlan {
+    /// Always [`PLAN_FORMAT`].
+    pub format: String,
+    /// The plan's version: 1.
+    pub version: u32,
+    /// The artifact hash.
+    pub hash: String,
+    /// The spec file (absolute).
+    pub spec: PathBuf,
+    /// The artifact cache (absolute).
+    pub cache_dir: PathBuf,
+    /// Where tasks write their outputs (absolute).
+    pub work_dir: PathBuf,
+    /// The published artifact, when the cache already holds it (no tasks).
+    pub cached: Option<PathBuf>,
+    /// How the query runs.
+    pub decision: Option<Decision>,
+    /// Why a global query runs in one partition, if it does.
+    pub serial: Option<String>,
+    /// The chunks of a chunked query.
+    pub chunks: Vec<Chunk>,
+    /// Whether a statistics pass runs.
+    pub needs_stats: bool,
+    /// The memory limit every task uses.
+    pub memory_limit: u64,
+    /// Threads a task may use (a global task; chunk tasks use one).
+    pub threads: usize,
+    /// The tasks, in an order that runs them correctly one by one.
+    pub tasks: Vec<Task>,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BuildError + '_ {
+    move |e| BuildError::Other(format!("{}: {e}", path.display()))
+}
+
+/// Writes `bytes` to `path` atomically (temporary file, fsync, rename).
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), BuildError> {
+    use std::io::Write as _;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
+        std::process::id()
+    ));
+    let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+    f.write_all(bytes).map_err(io(&tmp))?;
+    f.sync_all().map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, BuildError> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        BuildError::Other(format!(
+            "{}: {e} (has the task that writes it run?)",
+            path.display()
+        ))
+    })?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| BuildError::Other(format!("{}: {e}", path.display())))
+}
+
+impl BuildPlan {
+    /// Reads a plan file.
+    pub fn read(path: &Path) -> Result<BuildPlan, BuildError> {
+        let plan: BuildPlan = read_json(path)?;
+        if plan.format != PLAN_FORMAT || plan.version != 1 {
+            return Err(BuildError::Other(format!(
+                "{}: not a version 1 {PLAN_FORMAT} file",
+                path.display()
+            )));
+        }
+        Ok(plan)
+    }
+
+    fn stats_path(&self, chunk: usize) -> PathBuf {
+        self.work_dir.join("stats").join(format!("{chunk:05}.json"))
+    }
+
+    fn frozen_path(&self) -> PathBuf {
+        self.work_dir.join("frozen.json")
+    }
+
+    fn output_path(&self, chunk: usize) -> PathBuf {
+        self.work_dir
+            .join("outputs")
+            .join(format!("{chunk:05}.json"))
+    }
+
+    fn shards_dir(&self) -> PathBuf {
+        self.work_dir.join("shards")
+    }
+
+    fn global_path(&self) -> PathBuf {
+        self.work_dir.join("outputs").join("global.json")
+    }
+}
+
+/// Plans `spec_path`: writes `plan.json` into `work_dir` (default: a
+/// directory named after the hash under the cache's `tmp/`) and returns it.
+pub fn plan(
+    spec_path: &Path,
+    cache_dir: Option<&Path>,
+    work_dir: Option<&Path>,
+    opts: &BuildOptions,
+) -> Result<BuildPlan, BuildError> {
+    let Prepared {
+        spec, cache, hash, ..
+    } = prepare(spec_path, cache_dir)?;
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let work_dir = match work_dir {
+        Some(d) => abs(d),
+        None => cache.root().join("tmp").join(format!("{hash}.plan")),
+    };
+    let memory_limit = opts
+        .memory_limit
+        .unwrap_or_else(super::resources::default_memory_limit);
+    let threads = opts
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let mut plan = BuildPlan {
+        format: PLAN_FORMAT.into(),
+        version: 1,
+        hash: hash.clone(),
+        spec: spec.path.clone(),
+        cache_dir: abs(cache.root()),
+        work_dir: work_dir.clone(),
+        cached: None,
+        decision: None,
+        serial: None,
+        chunks: Vec::new(),
+        needs_stats: false,
+        memory_limit,
+        threads,
+        tasks: Vec::new(),
+    };
+    if let Some(a) = cache.lookup(&hash)? {
+        plan.cached = Some(a.path);
+        return Ok(plan);
+    }
+    std::fs::create_dir_all(&work_dir).map_err(io(&work_dir))?;
+    let spec = Arc::new(spec);
+    let planner = planner_for(&spec, &plan, 1)?;
+    plan.decision = Some(planner.decision().clone());
+    plan.serial = planner.serial_reason().map(str::to_string);
+    plan.chunks = planner.chunks().to_vec();
+    plan.needs_stats = planner.needs_stats();
+    plan.tasks = tasks_of(&plan);
+    let text = serde_json::to_vec_pretty(&plan).unwrap_or_default();
+    write_atomic(&work_dir.join("plan.json"), &text)?;
+    Ok(plan)
+}
+
+fn tasks_of(plan: &BuildPlan) -> Vec<Task> {
+    if let Some(Decision::Global { .. }) = plan.decision {
+        return vec![Task {
+            id: "global".into(),
+            kind: TaskKind::Global,
+            chunk: None,
+            after: Vec::new(),
+        }];
+    }
+    let mut tasks = Vec::new();
+    let mut freeze_after = Vec::new();
+    if plan.needs_stats {
+        for c in &plan.chunks {
+            let id = format!("stats-{:05}", c.index);
+            freeze_after.push(id.clone());
+            tasks.push(Task {
+                id,
+                kind: TaskKind::Stats,
+                chunk: Some(c.index),
+                after: Vec::new(),
+            });
+        }
+        tasks.push(Task {
+            id: "freeze".into(),
+            kind: TaskKind::Freeze,
+            chunk: None,
+            after: freeze_after,
+        });
+    }
+    for c in &plan.chunks {
+        tasks.push(Task {
+            id: format!("shard-{:05}", c.index),
+            kind: TaskKind::Shard,
+            chunk: Some(c.index),
+            after: if plan.needs_stats {
+                vec!["freeze".into()]
+            } else {
+                Vec::new()
+            },
+        });
+    }
+    tasks
+}
+
+/// A planner for a task of `plan`, checked to see the inputs and cut the
+/// chunks exactly as the plan did.
+fn planner_for(
+    spec: &Arc<crate::spec::Spec>,
+    plan: &BuildPlan,
+    threads: usize,
+) -> Result<Planner, BuildError> {
+    let layout = layout_of(spec)?;
+    let planner = Planner::new(
+        Arc::clone(spec),
+        PlanOptions {
+            threads,
+            batch_rows: batch_rows(layout.stride),
+            memory_limit: plan.memory_limit,
+            work_dir: Some(plan.work_dir.clone()),
+        },
+    )
+    .map_err(|e| super::errors::locate(spec, e))?;
+    Ok(planner)
+}
+
+/// Loads the spec of `plan` and checks its inputs still hash to the plan's.
+fn load(plan: &BuildPlan) -> Result<(Arc<crate::spec::Spec>, Prepared), BuildError> {
+    let p = prepare(&plan.spec, Some(&plan.cache_dir))?;
+    if p.hash != plan.hash {
+        return Err(BuildError::Other(format!(
+            "the inputs or the spec changed since the plan was made (artifact {} now, {} in the \
+             plan); plan again",
+            &p.hash[..16],
+            &plan.hash[..16]
+        )));
+    }
+    Ok((Arc::new(p.spec.clone()), p))
+}
+
+/// Runs task `id` of the plan at `plan_path`.
+pub fn run_task(plan_path: &Path, id: &str) -> Result<(), BuildError> {
+    let plan = BuildPlan::read(plan_path)?;
+    let task = plan
+        .tasks
+        .iter()
+        .find(|t| t.id == id)
+        .cloned()
+        .ok_or_else(|| {
+            BuildError::Other(format!(
+                "{}: no task {id:?} (tasks: {})",
+                plan_path.display(),
+                plan.tasks
+                    .iter()
+                    .map(|t| t.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
+    let (spec, _) = load(&plan)?;
+    let threads = if task.kind == TaskKind::Global {
+        plan.threads
+    } else {
+        1
+    };
+    let planner = planner_for(&spec, &plan, threads)?;
+    if planner.chunks() != plan.chunks.as_slice() {
+        return Err(BuildError::Other(
+            "the chunks differ from the plan's; plan again".into(),
+        ));
+    }
+    let chunk = |i: usize| -> Result<&Chunk, BuildError> {
+        plan.chunks
+            .get(i)
+            .ok_or_else(|| BuildError::Other(format!("the plan has no chunk {i}")))
+    };
+    let located = |e| super::errors::locate(&spec, e);
+    match task.kind {
+        TaskKind::Stats => {
+            let c = chunk(task.chunk.unwrap_or(usize::MAX))?;
+            let (partial, _) = planner.stats_task(c).map_err(located)?;
+            write_atomic(&plan.stats_path(c.index), &partial.to_json())
+        }
+        TaskKind::Freeze => {
+            let mut partials = Vec::with_capacity(plan.chunks.len());
+            for c in &plan.chunks {
+                let path = plan.stats_path(c.index);
+                let bytes = std::fs::read(&path).map_err(|e| {
+                    BuildError::Other(format!(
+                        "{}: {e} (run task stats-{:05} first)",
+                        path.display(),
+                        c.index
+                    ))
+                })?;
+                partials.push(
+                    StatsPartial::from_json(&bytes, planner.spill())
+                        .map_err(|e| BuildError::Other(format!("{}: {e}", path.display())))?,
+                );
+            }
+            let frozen = freeze(&spec, &planner, partials)?;
+            write_atomic(
+                &plan.frozen_path(),
+                &serde_json::to_vec(&frozen).unwrap_or_default(),
+            )
+        }
+        TaskKind::Shard => {
+            let c = chunk(task.chunk.unwrap_or(usize::MAX))?;
+            let frozen = frozen_of(&plan, spec.fields.len())?;
+            let layout = layout_of(&spec)?;
+            let attempt = Attempt::new(&plan.shards_dir(), &task.id)?;
+            let out = planner
+                .encode_task(
+                    c,
+                    &layout,
+                    &frozen,
+                    &attempt.dir,
+                    spec.shards.target_bytes,
+                    None,
+                    &|_, _| {},
+                )
+                .map_err(located)?;
+            attempt.publish()?;
+            write_atomic(
+                &plan.output_path(c.index),
+                &serde_json::to_vec(&out).unwrap_or_default(),
+            )
+        }
+        TaskKind::Global => run_global(&plan, &spec, planner),
+    }
+}
+
+fn frozen_of(plan: &BuildPlan, fields: usize) -> Result<Vec<Option<Vec<FrozenStats>>>, BuildError> {
+    if plan.needs_stats {
+        read_json(&plan.frozen_path())
+    } else {
+        Ok(vec![None; fields])
+    }
+}
+
+/// The whole of a global query on this machine: query, statistics, encode.
+fn run_global(
+    plan: &BuildPlan,
+    spec: &Arc<crate::spec::Spec>,
+    mut planner: Planner,
+) -> Result<(), BuildError> {
+    let layout = layout_of(spec)?;
+    let per_chunk = (spec
+        .shards
+        .target_bytes
+        .saturating_sub(tessera_reader::HEADER_LEN as u64)
+        / layout.stride.max(1))
+    .max(1);
+    let located = |e| super::errors::locate(spec, e);
+    let scan = planner
+        .materialize(&plan.work_dir, per_chunk, None, &|_| {})
+        .map_err(located)?;
+    let chunks = planner.chunks().to_vec();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(plan.threads)
+        .build()
+        .map_err(|e| BuildError::Other(format!("starting {} threads: {e}", plan.threads)))?;
+    use rayon::prelude::*;
+    let frozen = if planner.needs_stats() {
+        let partials: Vec<(StatsPartial, ScanMetrics)> = pool
+            .install(|| {
+                chunks
+                    .par_iter()
+                    .map(|c| planner.stats_task(c))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(located)?;
+        freeze(spec, &planner, partials.into_iter().map(|(p, _)| p))?
+    } else {
+        vec![None; spec.fields.len()]
+    };
+    let attempt = Attempt::new(&plan.shards_dir(), "global")?;
+    let dir = attempt.dir.clone();
+    let outputs: Vec<(EncodeOutput, ScanMetrics)> = pool
+        .install(|| {
+            chunks
+                .par_iter()
+                .map(|c| {
+                    planner.encode_task(
+                        c,
+                        &layout,
+                        &frozen,
+                        &dir,
+                        spec.shards.target_bytes,
+                        None,
+                        &|_, _| {},
+                    )
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .map_err(located)?;
+    attempt.publish()?;
+    write_atomic(
+        &plan.frozen_path(),
+        &serde_json::to_vec(&frozen).unwrap_or_default(),
+    )?;
+    write_atomic(
+        &plan.global_path(),
+        &serde_json::to_vec(&GlobalOutput {
+            scan,
+            chunks: chunks.len(),
+            outputs,
+        })
+        .unwrap_or_default(),
+    )
+}
+
+/// The private directory one attempt of a task writes its shards into:
+/// a killed attempt leaves only its own directory behind, and two attempts
+/// of the same task (a retry racing a straggler) never write one file.
+struct Attempt {
+    dir: PathBuf,
+    into: PathBuf,
+}
+
+impl Attempt {
+    fn new(into: &Path, task: &str) -> Result<Attempt, BuildError> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir = into.join(format!(".attempt-{task}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        Ok(Attempt {
+            dir,
+            into: into.to_path_buf(),
+        })
+    }
+
+    /// Moves the attempt's shards into place (each rename replaces the same
+    /// bytes that another attempt of the task may have put there).
+    fn publish(self) -> Result<(), BuildError> {
+        for e in std::fs::read_dir(&self.dir).map_err(io(&self.dir))? {
+            let e = e.map_err(io(&self.dir))?;
+            let to = self.into.join(e.file_name());
+            std::fs::rename(e.path(), &to).map_err(io(&to))?;
+        }
+        std::fs::remove_dir(&self.dir).map_err(io(&self.dir))
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct GlobalOutput {
+    scan: ScanMetrics,
+    chunks: usize,
+    outputs: Vec<(EncodeOutput, ScanMetrics)>,
+}
+
+/// Assembles the outputs of every task of the plan at `plan_path` in chunk
+/// order and publishes the artifact in the cache; removes the work
+/// directory.
+pub fn commit(plan_path: &Path, opts: &BuildOptions) -> Result<BuildReport, BuildError> {
+    let t0 = Instant::now();
+    let plan = BuildPlan::read(plan_path)?;
+    let (spec, prepared) = load(&plan)?;
+    let cache = prepared.cache;
+    let layout = layout_of(&spec)?;
+    let decision = plan
+        .decision
+        .clone()
+        .ok_or_else(|| BuildError::Other("the plan has no query plan (a cache hit?)".into()))?;
+    let (outputs, scan, chunks) = match decision {
+        Decision::Global { .. } => {
+            let g: GlobalOutput = read_json(&plan.global_path())?;
+            (g.outputs, g.scan, g.chunks)
+        }
+        Decision::Chunked { .. } => {
+            let mut outputs = Vec::with_capacity(plan.chunks.len());
+            for c in &plan.chunks {
+                outputs.push(read_json(&plan.output_path(c.index))?);
+            }
+            (outputs, ScanMetrics::default(), plan.chunks.len())
+        }
+    };
+    let frozen = frozen_of(&plan, spec.fields.len()).or_else(|e| match decision {
+        Decision::Global { .. } => read_json(&plan.frozen_path()).map_err(|_| e),
+        Decision::Chunked { .. } => Err(e),
+    })?;
+    let mut built = None;
+    let obtained = cache.get_or_build(
+        &plan.hash,
+        || {},
+        |staging| {
+            let (manifest, b) = Commit {
+                spec: &spec,
+                layout: &layout,
+                hash: &plan.hash,
+                files: &prepared.files,
+                canonical: prepared.canonical.clone(),
+                decision: decision.clone(),
+                serial: plan.serial.clone(),
+                chunks,
+                frozen: &frozen,
+                allow_empty: opts.allow_empty,
+                scan,
+            }
+            .assemble(outputs, &plan.shards_dir(), staging.path())?;
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(plan.threads)
+                .build()
+                .map_err(|e| {
+                    BuildError::Other(format!("starting {} threads: {e}", plan.threads))
+                })?;
+            let mut ignored = BTreeMap::new();
+            let manifest = crate::compress::compress_staged(
+                staging.path(),
+                manifest,
+                spec.shards.zstd_level,
+                &pool,
+                &mut ignored,
+            )?;
+            built = Some(b);
+            Ok::<_, BuildError>(manifest)
+        },
+    )?;
+    let _ = std::fs::remove_dir_all(&plan.work_dir);
+    let m = &obtained.artifact.manifest;
+    let mut seconds = BTreeMap::new();
+    seconds.insert("total".to_string(), t0.elapsed().as_secs_f64());
+    let (plan_source, plan_operator, plan_reason) = match &decision {
+        Decision::Chunked { source } => (Some(source.clone()), None, None),
+        Decision::Global { operator, reason } => {
+            (None, Some(operator.clone()), Some(reason.clone()))
+        }
+    };
+    Ok(BuildReport {
+        rows: IndexedRows(m.splits.iter().map(|s| (s.name.clone(), s.rows)).collect()),
+        stride: m.layout.stride,
+        bytes: m.shards.iter().map(|s| s.bytes).sum(),
+        plan: decision.kind().to_string(),
+        plan_source,
+        plan_operator,
+        plan_reason,
+        plan_serial: plan.serial.clone(),
+        chunks,
+        scan: built.as_ref().map(|b| b.scan).unwrap_or_default(),
+        rows_kept: built.as_ref().map_or(0, |b| b.rows_kept),
+        hash: plan.hash.clone(),
+        path: obtained.artifact.path,
+        cache_hit: built.is_none(),
+        seconds,
+    })
+}
