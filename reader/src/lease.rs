@@ -51,6 +51,7 @@ fn same_file(_: &fs::Metadata, _: &fs::Metadata) -> bool {
 impl Lease {
     /// No lease: for a set that is not a local directory (a set in an object
     /// store, whose local copies the shard cache protects itself).
+    #[cfg(feature = "remote")]
     pub(crate) fn none() -> Lease {
         Lease { _file: None }
     }

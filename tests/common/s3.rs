@@ -128,10 +128,11 @@ impl S3Server {
                     "HEAD /{BUCKET} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
                 );
                 let mut resp = String::new();
-                if s.write_all(req.as_bytes()).is_ok() && s.read_to_string(&mut resp).is_ok() {
-                    if resp.contains(" 200 ") || resp.contains(" 403 ") {
-                        return;
-                    }
+                if s.write_all(req.as_bytes()).is_ok()
+                    && s.read_to_string(&mut resp).is_ok()
+                    && (resp.contains(" 200 ") || resp.contains(" 403 "))
+                {
+                    return;
                 }
             }
             std::thread::sleep(Duration::from_millis(100));
