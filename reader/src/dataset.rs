@@ -339,10 +339,23 @@ impl Dataset {
 
     /// The distinct shards (sorted) holding the view indices `indices`.
     pub(crate) fn shards_of(&self, indices: impl IntoIterator<Item = u64>) -> Vec<u32> {
-        let mut v: Vec<u32> = indices
-            .into_iter()
-            .map(|i| self.shard_of_index(i) as u32)
-            .collect();
+        // A batch touches few shards (one window's): look them up as they
+        // come rather than sorting every index; many shards (a whole-set
+        // shuffle) fall back to sorting.
+        let mut v: Vec<u32> = Vec::new();
+        let mut last = u32::MAX;
+        let mut many = false;
+        for i in indices {
+            let s = self.shard_of_index(i) as u32;
+            if s == last {
+                continue;
+            }
+            last = s;
+            if many || !v.contains(&s) {
+                v.push(s);
+                many |= v.len() > 32;
+            }
+        }
         v.sort_unstable();
         v.dedup();
         v

@@ -150,7 +150,10 @@ impl CacheDir {
         // a file is only ever unlinked, never truncated, by an evictor that
         // holds an exclusive lock, which our shared lock excludes while the
         // map lives. Accesses go through bounds-checked slices.
-        let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(&path, e))?;
+        // `populate` faults the whole shard in with the map, once, rather
+        // than a page at a time under the gather loop.
+        let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }
+            .map_err(|e| Error::io(&path, e))?;
         Ok(Some(Resident { map, _file: file }))
     }
 
@@ -194,7 +197,10 @@ impl CacheDir {
         // SAFETY: as in `open_cached`: the file was fully written and
         // fsynced by us, is never modified again, and our shared lock keeps
         // evictors away while the map lives.
-        let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(&path, e))?;
+        // `populate` faults the whole shard in with the map, once, rather
+        // than a page at a time under the gather loop.
+        let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }
+            .map_err(|e| Error::io(&path, e))?;
         Ok(Resident { map, _file: file })
     }
 

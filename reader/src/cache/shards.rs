@@ -727,9 +727,10 @@ impl CachedShards {
             st.slots[s].fetching = false;
             match r {
                 Ok(res) => {
-                    // Far-off shards stay in the cache, unmapped, until then.
+                    // Far-off shards stay in the cache, unmapped, until then
+                    // (with a budget: without one, nothing is evicted).
                     let cursor = st.plan.as_ref().map_or(0, |a| a.cursor);
-                    if next <= cursor + KEEP_MAPPED_STEPS {
+                    if next <= cursor + KEEP_MAPPED_STEPS || self.budget.is_none() {
                         st.slots[s].map.get_or_insert(Arc::new(res));
                     }
                     blocked_at = None;
@@ -760,8 +761,10 @@ impl CachedShards {
             let s = s as usize;
             let sl = &mut st.slots[s];
             sl.pins = sl.pins.saturating_sub(1);
-            if sl.pins == 0 && !sl.sticky {
-                // Unmap what is not needed soon: the file stays cached.
+            if sl.pins == 0 && !sl.sticky && self.budget.is_some() {
+                // Unmap what is not needed soon, so that eviction may take
+                // it: the file stays cached. Without a budget nothing is
+                // evicted, and a map kept is one not faulted in again.
                 let soon = st.plan.as_ref().is_some_and(|a| {
                     a.plan
                         .next_use(s, a.cursor)
