@@ -307,17 +307,31 @@ impl Loader {
     /// of `cursor` from its position, then (with `and_next`) the whole next
     /// epoch. This is the future the shard cache of a remote or compressed
     /// set fetches along and evicts by; for a mixture it is empty.
+    ///
+    /// With a windowed shuffle a batch's shards are those of the windows it
+    /// overlaps (found from the windows, without computing the records,
+    /// which would cost as much as the epoch's gathers of small records).
+    /// A batch that takes only a few positions of a window may not read
+    /// every shard of it: the plan then names such a shard a batch early.
     pub fn access_plan(&self, cursor: Cursor, and_next: bool) -> AccessPlan {
         let Source::Set(ds) = &self.source else {
             return AccessPlan::default();
         };
         let mut steps = Vec::new();
         let mut idx = Vec::new();
+        let mut pieces = Vec::new();
         let mut add = |order: &EpochOrder, start: u64| {
             for j in 0..self.len_from(start) {
                 let k = self.cfg.worker + j * self.cfg.num_workers;
+                let positions = self.schedule.batch_positions(start, k);
+                pieces.clear();
+                if order.extend_window_pieces(positions.clone(), &mut pieces) {
+                    let starts = pieces.iter().filter(|r| r.start < r.end).map(|r| r.start);
+                    steps.push(ds.shards_of(starts));
+                    continue;
+                }
                 idx.clear();
-                order.extend_records(self.schedule.batch_positions(start, k), &mut idx);
+                order.extend_records(positions, &mut idx);
                 steps.push(ds.shards_of(idx.iter().copied()));
             }
         };

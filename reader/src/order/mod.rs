@@ -163,6 +163,23 @@ impl EpochOrder {
         }
     }
 
+    /// For a windowed order: appends the view index ranges (pieces) of the
+    /// windows that positions `positions` fall in, and returns true; the
+    /// records those positions visit lie in them. False for other orders.
+    pub(crate) fn extend_window_pieces(
+        &self,
+        positions: std::ops::Range<u64>,
+        out: &mut Vec<std::ops::Range<u64>>,
+    ) -> bool {
+        match &self.kind {
+            Kind::Windowed(w) => {
+                w.extend_window_pieces(positions, out);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Appends the records visited at positions `positions` (reduced modulo
     /// `n`, so a padded batch may reach past the end) to `out`.
     pub fn extend_records(&self, positions: std::ops::Range<u64>, out: &mut Vec<u64>) {

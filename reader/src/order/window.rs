@@ -122,6 +122,25 @@ impl WindowOrder {
     }
 
     /// Appends the indices at `positions` (reduced modulo `n`).
+    /// Appends the pieces of every window that positions `positions`
+    /// (reduced modulo `n`, as in [`WindowOrder::extend_records`]) fall in:
+    /// the records those positions visit lie in them, without computing
+    /// which records they are.
+    pub(crate) fn extend_window_pieces(&self, positions: Range<u64>, out: &mut Vec<Range<u64>>) {
+        let n = self.n;
+        if n == 0 {
+            return;
+        }
+        let mut p = positions.start;
+        while p < positions.end {
+            let at = p % n;
+            let (pieces, _) = self.window(self.window_of(at));
+            let end = self.cum[pieces.end];
+            out.extend(self.pieces[pieces].iter().cloned());
+            p += (positions.end - p).min(end - at);
+        }
+    }
+
     pub(crate) fn extend_records(&self, positions: Range<u64>, out: &mut Vec<u64>) {
         let n = self.n;
         let mut p = positions.start;
