@@ -537,7 +537,9 @@ impl Loader {
     /// The shards each of this loader's batches of epoch ``epoch`` reads, in
     /// order, as lists of shard numbers (``and_next=True`` appends the next
     /// epoch's): the sequence the shard cache of a set at a URL fetches
-    /// along and evicts by. Empty for a mixture.
+    /// along and evicts by. With ``shuffle_window``, a batch's entry is the
+    /// shards of the windows it overlaps (a batch that takes only a few
+    /// positions of a window may not read all of them). Empty for a mixture.
     #[pyo3(signature = (epoch, and_next = false))]
     fn access_plan(&self, epoch: u64, and_next: bool) -> Vec<Vec<u32>> {
         let cursor = Cursor {
