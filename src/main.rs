@@ -77,12 +77,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Run one task of a plan (idempotent: a rerun rewrites the same output).
+    /// Run tasks of a plan, one after the other in one process (idempotent:
+    /// a rerun rewrites the same outputs).
     Task {
         /// The plan file (plan.json).
         plan: PathBuf,
-        /// The task id, e.g. stats-00003, freeze, shard-00003, global.
-        id: String,
+        /// Task ids, e.g. stats-00003, freeze, shard-00003, global.
+        #[arg(required = true)]
+        ids: Vec<String>,
     },
     /// Assemble a plan's task outputs and publish the artifact.
     Commit {
@@ -497,8 +499,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 );
             }
         }
-        Command::Task { plan, id } => {
-            tessera::build::run_task(&plan, &id)?;
+        Command::Task { plan, ids } => {
+            tessera::build::run_tasks(&plan, &ids)?;
         }
         Command::Commit {
             plan,

@@ -45,17 +45,35 @@ def _run(cmd: List[str]) -> "subprocess.CompletedProcess[str]":
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
 
 
-def _run_task(exe: str, plan: str, task: str) -> Dict[str, Any]:
-    """Body of one Ray task: ``tessera task PLAN TASK`` on the worker."""
+#: Most plan tasks one Ray task runs (a retry redoes at most this many).
+MAX_GROUP = 16
+
+
+def _run_task(exe: str, plan: str, tasks: List[str]) -> Dict[str, Any]:
+    """Body of one Ray task: ``tessera task PLAN TASK...`` on the worker (the
+    spec loaded, the inputs checked and the query planned once for all)."""
     if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
         exe = find_compiler()
     t0 = time.monotonic()
-    p = _run([exe, "task", plan, task])
+    p = _run([exe, "task", plan, *tasks])
+    what = ", ".join(tasks)
     if p.returncode < 0:
-        raise _Interrupted(f"task {task}: killed by signal {-p.returncode}")
+        raise _Interrupted(f"tasks {what}: killed by signal {-p.returncode}")
     if p.returncode != 0:
-        raise TaskError(f"task {task} failed on {os.uname().nodename}:\n{p.stderr.strip()}")
-    return {"task": task, "seconds": time.monotonic() - t0, "pid": os.getpid()}
+        raise TaskError(f"tasks {what} failed on {os.uname().nodename}:\n{p.stderr.strip()}")
+    return {"tasks": tasks, "seconds": time.monotonic() - t0}
+
+
+def groups(ids: List[str], cpus: int) -> List[List[str]]:
+    """Plan tasks dealt into Ray tasks: one each when there are no more than
+    twice the CPUs, else about twice the CPUs groups (at most ``MAX_GROUP``
+    tasks each), dealt round-robin so that expensive and cheap chunks (a
+    filter prunes neighbouring chunks alike) mix in every group. Grouping
+    changes nothing in the outputs, only the processes that make them."""
+    if not ids:
+        return []
+    n = max(min(len(ids), 2 * cpus), -(-len(ids) // MAX_GROUP))
+    return [ids[k::n] for k in range(n)]
 
 
 def build(
@@ -174,38 +192,41 @@ def _run_on_ray(
         if not ids:
             continue
         t = time.monotonic()
-        done += _run_phase(ray, remote, exe, plan_file, name, ids, limit, progress, len(done), total)
+        done += _run_phase(ray, remote, exe, plan_file, name, groups(ids, cpus), limit, progress, len(done), total)
         seconds[name] = time.monotonic() - t
     if progress and sys.stderr.isatty():
         sys.stderr.write("\n")
     return done
 
 
-def _run_phase(ray: Any, remote: Any, exe: str, plan_file: str, name: str, ids: List[str], limit: int, progress: bool, before: int, total: int) -> List[Dict[str, Any]]:
-    """Runs the tasks ``ids`` (independent of each other), at most ``limit``
-    in flight, in plan order; the first build error cancels the rest."""
+def _run_phase(ray: Any, remote: Any, exe: str, plan_file: str, name: str, batches: List[List[str]], limit: int, progress: bool, before: int, total: int) -> List[Dict[str, Any]]:
+    """Runs the groups of tasks ``batches`` (independent of each other), at
+    most ``limit`` in flight; the first build error cancels the rest. Returns
+    one entry per plan task."""
     tty = sys.stderr.isatty()
-    pending = list(reversed(ids))
-    running: Dict[Any, str] = {}
+    count = sum(len(b) for b in batches)
+    pending = list(reversed(batches))
+    running: Dict[Any, List[str]] = {}
     results: List[Dict[str, Any]] = []
     try:
         while pending or running:
             while pending and len(running) < limit:
-                task = pending.pop()
-                running[remote.remote(exe, plan_file, task)] = task
+                batch = pending.pop()
+                running[remote.remote(exe, plan_file, batch)] = batch
             ready, _ = ray.wait(list(running), num_returns=1)
             for ref in ready:
-                task = running.pop(ref)
+                batch = running.pop(ref)
                 try:
-                    results.append(ray.get(ref))
+                    r = ray.get(ref)
                 except Exception as e:  # Ray wraps the task's exception
                     cause = getattr(e, "cause", None)
                     if isinstance(cause, TaskError):
                         raise cause from None
-                    raise BuildError(f"task {task} failed after its retries: {e}") from e
-            if progress and (tty or len(results) == len(ids)):
+                    raise BuildError(f"tasks {', '.join(batch)} failed after their retries: {e}") from e
+                results += [{"task": t, "group_seconds": r["seconds"]} for t in batch]
+            if progress and (tty or len(results) == count):
                 end = "" if tty else "\n"
-                sys.stderr.write(f"\rtessera.ray: {name} {len(results)}/{len(ids)} (tasks {before + len(results)}/{total}){end}")
+                sys.stderr.write(f"\rtessera.ray: {name} {len(results)}/{count} (tasks {before + len(results)}/{total}){end}")
                 sys.stderr.flush()
     except BaseException:
         for ref in running:

@@ -16,7 +16,7 @@ mod tasks;
 
 pub use job::VOCAB_INLINE;
 pub use resources::{BATCH_ROWS, default_memory_limit, fit_address_space, free_bytes};
-pub use tasks::{BuildPlan, PLAN_FORMAT, Task, TaskKind, commit, plan, run_task};
+pub use tasks::{BuildPlan, PLAN_FORMAT, Task, TaskKind, commit, plan, run_task, run_tasks};
 
 use crate::cache::Cache;
 use crate::fingerprint::{self, SourceFiles};

@@ -294,13 +294,18 @@ fn load(plan: &BuildPlan) -> Result<(Arc<crate::spec::Spec>, Prepared), BuildErr
 
 /// Runs task `id` of the plan at `plan_path`.
 pub fn run_task(plan_path: &Path, id: &str) -> Result<(), BuildError> {
+    run_tasks(plan_path, &[id.to_string()])
+}
+
+/// Runs the tasks `ids` of the plan at `plan_path`, one after the other, in
+/// one process: the spec is loaded, the inputs checked and the query planned
+/// once for all of them (what a cluster executor batches to spread that cost).
+pub fn run_tasks(plan_path: &Path, ids: &[String]) -> Result<(), BuildError> {
     let plan = BuildPlan::read(plan_path)?;
-    let task = plan
-        .tasks
-        .iter()
-        .find(|t| t.id == id)
-        .cloned()
-        .ok_or_else(|| {
+    let mut tasks = Vec::with_capacity(ids.len());
+    for id in ids {
+        let task = plan.tasks.iter().find(|t| &t.id == id).cloned();
+        tasks.push(task.ok_or_else(|| {
             BuildError::Other(format!(
                 "{}: no task {id:?} (tasks: {})",
                 plan_path.display(),
@@ -310,25 +315,59 @@ pub fn run_task(plan_path: &Path, id: &str) -> Result<(), BuildError> {
                     .collect::<Vec<_>>()
                     .join(", ")
             ))
-        })?;
+        })?);
+    }
     let (spec, _) = load(&plan)?;
-    let threads = if task.kind == TaskKind::Global {
-        plan.threads
-    } else {
-        1
-    };
-    let planner = planner_for(&spec, &plan, threads)?;
+    let mut chunk_planner = None;
+    for task in tasks {
+        let threads = if task.kind == TaskKind::Global {
+            plan.threads
+        } else {
+            1
+        };
+        if task.kind == TaskKind::Global {
+            let planner = checked_planner(&spec, &plan, threads)?;
+            run_global(&plan, &spec, planner)?;
+            continue;
+        }
+        if chunk_planner.is_none() {
+            chunk_planner = Some(checked_planner(&spec, &plan, threads)?);
+        }
+        if let Some(planner) = &chunk_planner {
+            run_chunk_task(&plan, &spec, planner, &task)?;
+        }
+    }
+    Ok(())
+}
+
+/// A planner for the plan's tasks, checked to cut the plan's chunks.
+fn checked_planner(
+    spec: &Arc<crate::spec::Spec>,
+    plan: &BuildPlan,
+    threads: usize,
+) -> Result<Planner, BuildError> {
+    let planner = planner_for(spec, plan, threads)?;
     if planner.chunks() != plan.chunks.as_slice() {
         return Err(BuildError::Other(
             "the chunks differ from the plan's; plan again".into(),
         ));
     }
+    Ok(planner)
+}
+
+/// Runs one statistics, freeze or shard task.
+fn run_chunk_task(
+    plan: &BuildPlan,
+    spec: &Arc<crate::spec::Spec>,
+    planner: &Planner,
+    task: &Task,
+) -> Result<(), BuildError> {
     let chunk = |i: usize| -> Result<&Chunk, BuildError> {
         plan.chunks
             .get(i)
             .ok_or_else(|| BuildError::Other(format!("the plan has no chunk {i}")))
     };
-    let located = |e| super::errors::locate(&spec, e);
+    let located = |e| super::errors::locate(spec, e);
     match task.kind {
         TaskKind::Stats => {
             let c = chunk(task.chunk.unwrap_or(usize::MAX))?;
@@ -351,7 +390,7 @@ pub fn run_task(plan_path: &Path, id: &str) -> Result<(), BuildError> {
                         .map_err(|e| BuildError::Other(format!("{}: {e}", path.display())))?,
                 );
             }
-            let frozen = freeze(&spec, &planner, partials)?;
+            let frozen = freeze(spec, planner, partials)?;
             write_atomic(
                 &plan.frozen_path(),
                 &serde_json::to_vec(&frozen).unwrap_or_default(),
@@ -359,8 +398,8 @@ pub fn run_task(plan_path: &Path, id: &str) -> Result<(), BuildError> {
         }
         TaskKind::Shard => {
             let c = chunk(task.chunk.unwrap_or(usize::MAX))?;
-            let frozen = frozen_of(&plan, spec.fields.len())?;
-            let layout = layout_of(&spec)?;
+            let frozen = frozen_of(plan, spec.fields.len())?;
+            let layout = layout_of(spec)?;
             let attempt = Attempt::new(&plan.shards_dir(), &task.id)?;
             let out = planner
                 .encode_task(
@@ -379,7 +418,9 @@ pub fn run_task(plan_path: &Path, id: &str) -> Result<(), BuildError> {
                 &serde_json::to_vec(&out).unwrap_or_default(),
             )
         }
-        TaskKind::Global => run_global(&plan, &spec, planner),
+        TaskKind::Global => Err(BuildError::Other(
+            "a global task runs on its own planner".into(),
+        )),
     }
 }
 
