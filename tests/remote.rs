@@ -591,3 +591,48 @@ fn a_thirty_percent_budget_is_never_exceeded_and_fetches_less_than_lru() {
     );
     assert!(fetched as f64 <= opt.fetched_bytes as f64 * 1.05);
 }
+
+#[test]
+fn a_set_with_a_vocabulary_file_is_pushed_whole_and_checked_at_open() {
+    use object_store::ObjectStoreExt;
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let server = S3Server::start();
+    let ep = server.endpoint();
+    let p = Project::new(12_000);
+    // A vocabulary of every id: more than 4096 values, stored beside the
+    // manifest (FORMAT.md 3.7).
+    const SPLIT: &str = "split: { key: id, weights: { train: 0.8, val: 0.2 } }\n";
+    let spec = SPEC.replace(SPLIT, "")
+        + "  v:  { dtype: i32, column: id, transform: vocab }\n"
+        + SPLIT
+        + "shards: { target_bytes: 64KiB }\n";
+    assert!(spec.contains("transform: vocab }\nsplit:"), "{spec}");
+    std::fs::write(p.root.join("vocab.yaml"), spec).expect("spec");
+    let local = p.build("vocab");
+    let m = Dataset::open(&local).expect("local").manifest().clone();
+    assert_eq!(m.files.len(), 1, "one vocabulary file: {:?}", m.files);
+    let url = server.url("sets/v");
+    let o = run_s3(&ep, &["push", &local.display().to_string(), &url, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json");
+    assert_eq!(r["uploaded_files"], m.shards.len() + 1);
+    // Verified at the store, the vocabulary included.
+    let o = run_s3(&ep, &["verify", &url]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let cache = p.root.join("shards");
+    let ds = open_remote(&url, &ep, &cache, None);
+    assert_eq!(ds.manifest(), &m);
+    // Without its vocabulary the set does not open, and says which file.
+    let store = raw_store(&ep);
+    let path = object_store::path::Path::from(format!("sets/v/{}", m.files[0].file));
+    block_on(store.delete(&path)).expect("delete");
+    let opts = OpenOptions {
+        cache: CacheOptions {
+            dir: Some(cache),
+            ..Default::default()
+        },
+        storage_options: storage_options(&ep),
+    };
+    let err = Dataset::open_with(&url, &opts).unwrap_err().to_string();
+    assert!(err.contains(&m.files[0].file), "{err}");
+}
