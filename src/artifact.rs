@@ -1,6 +1,7 @@
-//! Naming an artifact the way people do: a shard-set directory, the spec that
-//! builds it, a hash prefix, or a dataset name; and exporting an artifact out
-//! of the cache into a directory of one's choosing (`tessera build -o DIR`).
+//! Naming an artifact the way people do: a shard-set directory or URL, the
+//! spec that builds it, a hash prefix, or a dataset name; and exporting an
+//! artifact out of the cache into a directory of one's choosing (`tessera
+//! build -o DIR`).
 
 use crate::build::BuildError;
 use crate::cache::{Cache, CacheEntry};
@@ -8,12 +9,16 @@ use std::path::{Path, PathBuf};
 
 /// Finds the shard set `arg` names:
 ///
+/// 0. an object-store or `file://` URL: itself (the reader opens it);
 /// 1. a directory holding `manifest.json`: that directory;
 /// 2. a spec file: the artifact it builds, if it is in the cache (the inputs
 ///    are fingerprinted, nothing is built);
 /// 3. a hash prefix of at least 4 hex digits matching one cached artifact;
 /// 4. a dataset name: the most recently used cached artifact of that name.
 pub fn resolve(arg: &str, cache_dir: Option<&Path>) -> Result<PathBuf, BuildError> {
+    if tessera_reader::is_store_url(arg) || arg.starts_with("file://") {
+        return Ok(PathBuf::from(arg));
+    }
     let path = Path::new(arg);
     if path.is_dir() {
         if path.join("manifest.json").is_file() {

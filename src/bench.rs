@@ -43,6 +43,9 @@ pub struct BenchOptions {
     /// Make the consumer read every byte of each batch (as a training step
     /// that copies the batch to a device would), instead of one byte.
     pub read_all: bool,
+    /// Shuffle the shard order and then inside windows of this many shards
+    /// (0: the whole view).
+    pub shuffle_window: u64,
 }
 
 /// Which side limits a training loop with the given step time.
@@ -115,6 +118,40 @@ pub struct BenchReport {
     pub threads: usize,
     /// Configuration echo.
     pub step_ms: f64,
+    /// Seconds from the start to the first batch in hand.
+    pub first_batch_seconds: f64,
+    /// Per epoch: seconds and samples per second.
+    pub epochs: Vec<EpochFigures>,
+    /// What the shard cache did, for a remote or compressed set.
+    pub cache: Option<CacheFigures>,
+}
+
+/// One epoch of a benchmark run.
+#[derive(Clone, Debug, Serialize)]
+pub struct EpochFigures {
+    /// Wall time of the epoch.
+    pub seconds: f64,
+    /// Records per second in it.
+    pub samples_per_sec: f64,
+}
+
+/// The shard cache's counters at the end of a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct CacheFigures {
+    /// Shards fetched (and decompressed) into the cache by this run.
+    pub fetched_shards: u64,
+    /// Their size in the cache.
+    pub fetched_bytes: u64,
+    /// Bytes read from the store for them.
+    pub transferred_bytes: u64,
+    /// Shards found in the cache already.
+    pub reused_shards: u64,
+    /// Shards evicted to stay within the budget.
+    pub evicted_shards: u64,
+    /// Fetches retried.
+    pub retries: u64,
+    /// Seconds spent decompressing, summed over threads.
+    pub decompress_seconds: f64,
 }
 
 /// Sums every 8-byte little-endian word of `bytes` (and any tail byte).
@@ -139,6 +176,8 @@ struct Pass {
     wait: Duration,
     /// Per epoch: (seconds, batches, samples).
     epochs: Vec<(f64, u64, u64)>,
+    /// Seconds from the start of the pass to its first batch.
+    first_batch: Option<f64>,
 }
 
 impl Pass {
@@ -156,13 +195,19 @@ impl Pass {
 }
 
 /// Reads `epochs` epochs, busy-waiting `step` after each batch.
-fn pass(loader: &Loader, epochs: u64, step: Duration, read_all: bool) -> Pass {
+fn pass(
+    loader: &Loader,
+    epochs: u64,
+    step: Duration,
+    read_all: bool,
+) -> Result<Pass, tessera_reader::Error> {
     let mut p = Pass {
         samples: 0,
         batches: 0,
         seconds: 0.0,
         wait: Duration::ZERO,
         epochs: Vec::new(),
+        first_batch: None,
     };
     let mut checksum = 0u64;
     let start = Instant::now();
@@ -172,8 +217,10 @@ fn pass(loader: &Loader, epochs: u64, step: Duration, read_all: bool) -> Pass {
         let mut it = loader.epoch(epoch);
         loop {
             let t = Instant::now();
-            let Some(batch) = it.next() else { break };
+            let Some(batch) = it.try_next()? else { break };
             p.wait += t.elapsed();
+            p.first_batch
+                .get_or_insert_with(|| start.elapsed().as_secs_f64());
             samples += batch.rows() as u64;
             batches += 1;
             // Touch the batch so the work cannot be optimized away.
@@ -196,7 +243,7 @@ fn pass(loader: &Loader, epochs: u64, step: Duration, read_all: bool) -> Pass {
     }
     std::hint::black_box(checksum);
     p.seconds = start.elapsed().as_secs_f64().max(1e-9);
-    p
+    Ok(p)
 }
 
 /// Runs the benchmark over `ds`. With a step, first a pass of the loader
@@ -212,17 +259,31 @@ pub fn run(ds: &Dataset, o: &BenchOptions) -> Result<BenchReport, tessera_reader
             threads: o.threads,
             prefetch: o.prefetch.max(1),
             last_batch: LastBatch::Partial,
+            shuffle_window: o.shuffle_window,
             ..Default::default()
         },
     )?;
     let step_ms = o.step_ms.max(0.0);
     let step = Duration::from_secs_f64(step_ms / 1000.0);
-    let alone = (!step.is_zero()).then(|| {
-        let epochs = o.epochs.max(MIN_LOADER_EPOCHS);
-        (pass(&loader, epochs, Duration::ZERO, o.read_all), epochs)
-    });
-    let p = pass(&loader, o.epochs.max(1), step, o.read_all);
+    let alone = match step.is_zero() {
+        true => None,
+        false => {
+            let epochs = o.epochs.max(MIN_LOADER_EPOCHS);
+            Some((pass(&loader, epochs, Duration::ZERO, o.read_all)?, epochs))
+        }
+    };
+    let p = pass(&loader, o.epochs.max(1), step, o.read_all)?;
     let median = alone.as_ref().and_then(|(a, _)| a.median_epoch());
+    // The first batch of the run: of the loader-alone pass when there is one.
+    let first_batch = alone.as_ref().map_or(p.first_batch, |(a, _)| a.first_batch);
+    let epochs = p
+        .epochs
+        .iter()
+        .map(|&(secs, _, n)| EpochFigures {
+            seconds: secs,
+            samples_per_sec: n as f64 / secs.max(1e-9),
+        })
+        .collect();
     Ok(BenchReport {
         samples: p.samples,
         batches: p.batches,
@@ -239,6 +300,17 @@ pub fn run(ds: &Dataset, o: &BenchOptions) -> Result<BenchReport, tessera_reader
         shuffle: o.shuffle,
         threads: o.threads,
         step_ms: o.step_ms,
+        first_batch_seconds: first_batch.unwrap_or(p.seconds),
+        epochs,
+        cache: ds.cache_stats().map(|c| CacheFigures {
+            fetched_shards: c.fetched_shards,
+            fetched_bytes: c.fetched_bytes,
+            transferred_bytes: c.transferred_bytes,
+            reused_shards: c.reused_shards,
+            evicted_shards: c.evicted_shards,
+            retries: c.retries,
+            decompress_seconds: c.decompress_seconds,
+        }),
     })
 }
 
@@ -310,6 +382,7 @@ mod tests {
             wait: Duration::ZERO,
             // A cold first epoch at 10 ms per batch, then 1 and 2 ms.
             epochs: vec![(1.0, 100, 1000), (0.1, 100, 1000), (0.2, 100, 1000)],
+            first_batch: None,
         };
         let (ms, sps) = p.median_epoch().unwrap();
         assert!((ms - 2.0).abs() < 1e-9, "{ms}");

@@ -32,6 +32,15 @@ pub fn summary(ds: &Dataset) -> String {
         crate::cache::format_bytes(total_bytes),
         m.shards.len()
     );
+    if m.is_compressed() {
+        let stored: u64 = m.shards.iter().map(|x| x.file_bytes()).sum();
+        let _ = writeln!(
+            s,
+            "stored:   {:.1} MB zstd-compressed ({:.2}x smaller)",
+            stored as f64 / 1e6,
+            total_bytes as f64 / stored.max(1) as f64
+        );
+    }
     let _ = writeln!(s, "\nfields:");
     let _ = writeln!(
         s,

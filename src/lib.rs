@@ -17,6 +17,7 @@ pub mod artifact;
 pub mod bench;
 pub mod build;
 pub mod cache;
+pub mod compress;
 pub mod exact;
 pub mod fault;
 pub mod fingerprint;
@@ -26,6 +27,7 @@ pub mod plan;
 pub mod progress;
 pub mod serve;
 pub mod serve_bench;
+pub mod push;
 pub mod spec;
 pub mod transform;
 

@@ -9,7 +9,7 @@ use tessera::bench::{self, BenchOptions};
 use tessera::build::{BuildOptions, build};
 use tessera::cache::Cache;
 use tessera::progress::ProgressMode;
-use tessera_reader::Dataset;
+use tessera_reader::{CacheOptions, Dataset, OpenOptions};
 
 #[derive(Parser)]
 #[command(
@@ -45,9 +45,10 @@ enum Command {
         #[arg(long, value_parser = parse_size_arg)]
         memory_limit: Option<u64>,
         /// Also place the artifact at DIR (shards hard-linked from the cache,
-        /// copied across file systems; an earlier export there is replaced).
-        #[arg(long, short = 'o', value_name = "DIR")]
-        output: Option<PathBuf>,
+        /// copied across file systems; an earlier export there is replaced),
+        /// or push it to an object-store URL (s3://bucket/prefix, as `push`).
+        #[arg(long, short = 'o', value_name = "DIR|URL")]
+        output: Option<String>,
         /// Publish even if a split, or the whole artifact, holds no rows.
         #[arg(long)]
         allow_empty: bool,
@@ -136,6 +137,27 @@ enum Command {
         #[arg(long)]
         split: Option<String>,
     },
+    /// Upload a shard set to an object store: the shards first (in
+    /// parallel, large ones in parts, retried), the manifest last with a
+    /// create-only put, so no reader sees a set with missing shards. Pushing
+    /// a set that is already there does nothing.
+    Push {
+        /// A shard-set directory, a spec (its cached artifact), a hash prefix or a dataset name.
+        target: String,
+        /// Destination prefix: s3://bucket/path (also gs://, az://, http(s)://).
+        /// Credentials and endpoint come from the environment (AWS_ACCESS_KEY_ID,
+        /// AWS_ENDPOINT, AWS_REGION, AWS_ALLOW_HTTP, ...).
+        url: String,
+        /// Artifact cache directory.
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+        /// Files uploaded at once.
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Check every shard's blake3 against the manifest.
     Verify {
         /// A shard-set directory, a spec (its cached artifact), a hash prefix or a dataset name.
@@ -186,6 +208,18 @@ enum Command {
         /// Read every byte of each batch in the consumer.
         #[arg(long)]
         read: bool,
+        /// With --shuffle: shuffle the shard order, then inside windows of
+        /// this many shards (for sets read through the shard cache).
+        #[arg(long, default_value_t = 0)]
+        shuffle_window: u64,
+        /// Shard cache directory for remote and compressed sets
+        /// (default: $TESSERA_SHARD_CACHE, then ~/.cache/tessera/shards).
+        #[arg(long)]
+        shard_cache: Option<PathBuf>,
+        /// Most bytes the shard cache may hold, e.g. 2GiB (default:
+        /// $TESSERA_SHARD_CACHE_BYTES, else no limit).
+        #[arg(long, value_parser = parse_size_arg)]
+        cache_budget: Option<u64>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -360,7 +394,11 @@ fn parse_step_ms_arg(s: &str) -> Result<f64, String> {
 }
 
 fn open(path: &PathBuf, split: Option<&str>) -> Result<Dataset> {
-    let ds = Dataset::open(path)?;
+    open_with(path, split, &OpenOptions::default())
+}
+
+fn open_with(path: &PathBuf, split: Option<&str>, opts: &OpenOptions) -> Result<Dataset> {
+    let ds = Dataset::open_with(path, opts)?;
     Ok(match split {
         Some(s) => ds.split(s)?,
         None => ds,
@@ -393,9 +431,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 },
             };
             let report = build(&spec, &opts).map_err(disk_full_hint)?;
-            if let Some(dir) = &output {
-                tessera::artifact::export(&report.path, dir)?;
-            }
+            let pushed = match &output {
+                Some(url) if tessera_reader::is_store_url(url) => Some(
+                    tessera::push::push(&report.path, url, 4)
+                        .with_context(|| format!("pushing {} to {url}", report.path.display()))?,
+                ),
+                Some(dir) => {
+                    tessera::artifact::export(&report.path, std::path::Path::new(dir))?;
+                    None
+                }
+                None => None,
+            };
             if json {
                 println!("{}", serde_json::to_string(&report)?);
             } else {
@@ -461,7 +507,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 println!("hash: {}", report.hash);
                 println!("path: {}", report.path.display());
                 if let Some(dir) = &output {
-                    println!("output: {}", dir.display());
+                    println!("output: {dir}");
+                }
+                if let Some(p) = &pushed {
+                    println!("{}", tessera::push::describe(p));
                 }
             }
         }
@@ -563,6 +612,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let ds = open(&path, split.as_deref())?;
             print!("{}", tessera::inspect::head(&ds, n));
         }
+        Command::Push {
+            target,
+            url,
+            cache_dir,
+            concurrency,
+            json,
+        } => {
+            let path = tessera::artifact::resolve(&target, cache_dir.as_deref())?;
+            let r = tessera::push::push(&path, &url, concurrency)
+                .with_context(|| format!("pushing {} to {url}", path.display()))?;
+            if json {
+                println!("{}", serde_json::to_string(&tessera::push::to_json(&r))?);
+            } else {
+                println!("{}", tessera::push::describe(&r));
+            }
+        }
         Command::Verify { target, cache_dir } => {
             let path = tessera::artifact::resolve(&target, cache_dir.as_deref())?;
             let ds = open(&path, None)?;
@@ -621,10 +686,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
             split,
             seed,
             read,
+            shuffle_window,
+            shard_cache,
+            cache_budget,
             json,
         } => {
             let path = tessera::artifact::resolve(&target, cache_dir.as_deref())?;
-            let ds = open(&path, split.as_deref())
+            let opts = OpenOptions {
+                cache: CacheOptions {
+                    dir: shard_cache,
+                    budget: cache_budget,
+                    fetch_threads: None,
+                },
+                ..OpenOptions::default()
+            };
+            let ds = open_with(&path, split.as_deref(), &opts)
                 .with_context(|| format!("opening {}", path.display()))?;
             let r = bench::run(
                 &ds,
@@ -637,12 +713,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     epochs,
                     seed,
                     read_all: read,
+                    shuffle_window,
                 },
             )?;
             if json {
                 println!("{}", serde_json::to_string(&r)?);
             } else {
                 print!("{}", bench::format_report(&r));
+                if let Some(c) = &r.cache {
+                    println!(
+                        "first batch after {:.3}s; shard cache: {} shard(s) fetched ({:.1} MB, {:.1} MB transferred), {} reused, {} evicted",
+                        r.first_batch_seconds,
+                        c.fetched_shards,
+                        c.fetched_bytes as f64 / 1e6,
+                        c.transferred_bytes as f64 / 1e6,
+                        c.reused_shards,
+                        c.evicted_shards
+                    );
+                }
             }
         }
         Command::Transform {

@@ -542,15 +542,41 @@ fn shard_size_too_small() {
 }
 
 #[test]
-fn zstd_is_not_supported_yet() {
+fn zstd_level_out_of_range() {
     let mut lines = VALID.to_vec();
-    lines.push("shards: { compression: zstd }");
+    lines.push("shards: { compression: zstd, level: 30 }");
+    let err = parse_err(&lines);
+    check(
+        &err,
+        "shards.level",
+        Some(7),
+        "zstd level 30 is not in 1..=22",
+    );
+}
+
+#[test]
+fn level_without_zstd() {
+    let mut lines = VALID.to_vec();
+    lines.push("shards: { level: 5 }");
+    let err = parse_err(&lines);
+    check(
+        &err,
+        "shards.level",
+        Some(7),
+        "level applies only to compression: zstd",
+    );
+}
+
+#[test]
+fn unknown_compression() {
+    let mut lines = VALID.to_vec();
+    lines.push("shards: { compression: lz4 }");
     let err = parse_err(&lines);
     check(
         &err,
         "shards.compression",
         Some(7),
-        "zstd is not supported in format v1 yet",
+        "unknown compression \"lz4\"; use none or zstd",
     );
 }
 

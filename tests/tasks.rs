@@ -228,3 +228,32 @@ fn a_task_of_a_stale_plan_or_an_unknown_task_is_refused() {
     let out = run(&["commit", plan_file.to_str().expect("utf8")]);
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn a_compressed_set_built_by_tasks_is_the_local_build() {
+    let spec = spec_text().replace(
+        "shards: { target_bytes: 64KiB }",
+        "shards: { target_bytes: 64KiB, compression: zstd, level: 3 }",
+    );
+    let (_tmp, root) = project(&spec);
+    let (hash, local) = local_build(&root, "2");
+    let p = plan(&root, "cluster-cache", "work");
+    assert_eq!(p["hash"].as_str(), Some(hash.as_str()), "{p}");
+    let plan_file = root.join("work").join("plan.json");
+    // The plan lists its tasks in an order that runs.
+    for id in ids(&p, "") {
+        task(&plan_file, &id);
+    }
+    let r = json(&run(&[
+        "commit",
+        plan_file.to_str().expect("utf8"),
+        "--json",
+    ]));
+    let published = PathBuf::from(r["path"].as_str().expect("path"));
+    let got = files(&published);
+    assert!(
+        got.keys().any(|f| f.ends_with(".zst")),
+        "compressed shards: {got:?}"
+    );
+    assert_eq!(got, files(&local), "same files, same bytes");
+}

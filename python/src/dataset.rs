@@ -10,7 +10,7 @@ use pyo3::exceptions::{PyIndexError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PySlice, PySliceMethods};
 use std::path::PathBuf;
-use tessera_reader::MANIFEST_FILE;
+use tessera_reader::{CacheOptions, MANIFEST_FILE, OpenOptions};
 
 /// An open tessera shard set, or one split of it.
 ///
@@ -46,21 +46,53 @@ impl Dataset {
     }
 }
 
-/// Opens the shard set in directory ``path``.
+/// Opens the shard set in directory ``path``, or at an object-store URL.
 ///
 /// Reads ``manifest.json``, memory-maps every shard and checks each shard's
 /// header and size against the manifest. With ``verify=True`` it also checks
 /// the blake3 checksum of every byte (reads the whole set once).
 ///
+/// ``path`` may be a URL (``s3://bucket/prefix``, ``gs://``, ``az://``,
+/// ``http(s)://``, ``file://``): only the manifest is read at open (one
+/// request), and shards are fetched, verified and kept in the local shard
+/// cache as batches need them (``cache_dir``, default
+/// ``$TESSERA_SHARD_CACHE`` or ``~/.cache/tessera/shards``), within
+/// ``cache_bytes`` (default ``$TESSERA_SHARD_CACHE_BYTES``, else no limit;
+/// it must hold the largest shard). A compressed set's shards are
+/// decompressed into the same cache. ``storage_options`` are object-store
+/// settings (``endpoint``, ``region``, ``allow_http``, ...) on top of the
+/// environment's (``AWS_ENDPOINT``, ``AWS_REGION``, ...).
+///
 /// Raises ``NotFoundError`` (a ``FileNotFoundError``) when there is no shard
 /// set at ``path``, ``FormatError`` (a ``ValueError``) when a file is corrupt or
-/// does not match the manifest, and ``ChecksumError`` when ``verify`` finds a
-/// damaged shard.
+/// does not match the manifest, ``ChecksumError`` when ``verify`` finds a
+/// damaged shard, and ``StorageError`` when an object store cannot be read.
 #[pyfunction]
-#[pyo3(signature = (path, verify = false))]
-pub fn open(py: Python<'_>, path: PathBuf, verify: bool) -> PyResult<Dataset> {
+#[pyo3(signature = (
+    path, verify = false, *, cache_dir = None, cache_bytes = None, storage_options = None,
+    fetch_threads = None
+))]
+pub fn open(
+    py: Python<'_>,
+    path: PathBuf,
+    verify: bool,
+    cache_dir: Option<PathBuf>,
+    cache_bytes: Option<u64>,
+    storage_options: Option<std::collections::BTreeMap<String, String>>,
+    fetch_threads: Option<usize>,
+) -> PyResult<Dataset> {
+    let opts = OpenOptions {
+        cache: CacheOptions {
+            dir: cache_dir,
+            budget: cache_bytes,
+            fetch_threads,
+        },
+        storage_options: storage_options.unwrap_or_default().into_iter().collect(),
+    };
+    let text = path.to_string_lossy();
+    let is_url = tessera_reader::is_store_url(&text) || text.starts_with("file://");
     let manifest = path.join(MANIFEST_FILE);
-    if !manifest.exists() {
+    if !is_url && !manifest.exists() {
         let what = if path.is_dir() {
             "not a tessera shard set (manifest.json is missing)"
         } else if path.exists() {
@@ -76,7 +108,7 @@ pub fn open(py: Python<'_>, path: PathBuf, verify: bool) -> PyResult<Dataset> {
     }
     let ds = py
         .detach(|| {
-            let ds = tessera_reader::Dataset::open(&path)?;
+            let ds = tessera_reader::Dataset::open_with(&path, &opts)?;
             if verify {
                 ds.verify()?;
             }
@@ -126,6 +158,14 @@ impl Dataset {
         }
         if let Ok(i) = key.extract::<i64>() {
             let i = normalize([i], len)?[0];
+            if this.ds.is_cached() {
+                // Through the shard cache: a copy, so no shard stays pinned.
+                let d = this.copy_run(slf.py(), i, 1)?;
+                for (k, v) in d.clone().iter() {
+                    d.set_item(k, v.get_item(0)?)?;
+                }
+                return Ok(d);
+            }
             let rec = this
                 .ds
                 .record(i)
@@ -204,10 +244,43 @@ impl Dataset {
         (r.start, r.end)
     }
 
-    /// The shard-set directory.
+    /// The shard-set directory, or its URL.
     #[getter]
     fn path(&self) -> String {
         self.ds.dir().display().to_string()
+    }
+
+    /// True when shards come through the local shard cache (a set in an
+    /// object store, or a compressed set) instead of being mapped in place.
+    #[getter]
+    fn is_cached(&self) -> bool {
+        self.ds.is_cached()
+    }
+
+    /// What the shard cache has done for this set so far, as a dict
+    /// (``fetched_shards``, ``fetched_bytes``, ``transferred_bytes``,
+    /// ``reused_shards``, ``evicted_shards``, ``evicted_bytes``, ``retries``,
+    /// ``hits``, ``misses``, ``fetch_seconds``, ``decompress_seconds``, plus
+    /// ``cache_dir`` and ``cache_bytes``); ``None`` for a set mapped in place.
+    fn cache_stats<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let (Some(c), Some((dir, budget))) = (self.ds.cache_stats(), self.ds.cache_dir()) else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item("fetched_shards", c.fetched_shards)?;
+        d.set_item("fetched_bytes", c.fetched_bytes)?;
+        d.set_item("transferred_bytes", c.transferred_bytes)?;
+        d.set_item("reused_shards", c.reused_shards)?;
+        d.set_item("evicted_shards", c.evicted_shards)?;
+        d.set_item("evicted_bytes", c.evicted_bytes)?;
+        d.set_item("retries", c.retries)?;
+        d.set_item("hits", c.hits)?;
+        d.set_item("misses", c.misses)?;
+        d.set_item("fetch_seconds", c.fetch_seconds)?;
+        d.set_item("decompress_seconds", c.decompress_seconds)?;
+        d.set_item("cache_dir", dir.display().to_string())?;
+        d.set_item("cache_bytes", budget)?;
+        Ok(Some(d))
     }
 
     /// Bytes per record.
@@ -231,9 +304,14 @@ impl Dataset {
     /// up to ``prefetch`` batches ahead (``threads=0`` builds on the calling
     /// thread). ``worker`` of ``num_workers`` selects every ``num_workers``-th
     /// batch of this rank, for data-loader worker processes.
+    /// ``shuffle_window=w`` (with ``shuffle``) shuffles the order of the
+    /// shards and then the records inside each window of ``w`` shards, so an
+    /// epoch needs one window of shards at a time: for sets read from an
+    /// object store through a cache smaller than the set.
     #[pyo3(signature = (
         batch_size, shuffle = true, seed = 0, rank = 0, world_size = 1, drop_last = true,
-        threads = 2, prefetch = 2, *, last_batch = None, worker = 0, num_workers = 1
+        threads = 2, prefetch = 2, *, last_batch = None, worker = 0, num_workers = 1,
+        shuffle_window = 0
     ))]
     #[allow(clippy::too_many_arguments)]
     fn loader(
@@ -249,8 +327,10 @@ impl Dataset {
         last_batch: Option<&str>,
         worker: i64,
         num_workers: i64,
+        shuffle_window: i64,
     ) -> PyResult<Loader> {
         let args = LoaderArgs {
+            shuffle_window,
             batch_size,
             shuffle,
             seed,

@@ -32,9 +32,13 @@ pub(crate) fn to_py(err: Error) -> PyErr {
         )),
         Error::Checksum { .. } => ChecksumError::new_err(err.to_string()),
         Error::UnsupportedVersion { .. } => UnsupportedVersionError::new_err(err.to_string()),
-        Error::Manifest { .. } | Error::Header { .. } | Error::Size { .. } | Error::Layout(_) => {
-            FormatError::new_err(err.to_string())
-        }
+        Error::Manifest { .. }
+        | Error::Header { .. }
+        | Error::Size { .. }
+        | Error::Layout(_)
+        | Error::Compressed { .. } => FormatError::new_err(err.to_string()),
+        // An object store that cannot be read is an OS-level failure.
+        Error::Remote { .. } => StorageError::new_err(err.to_string()),
         // The exception type already says "argument"; keep just the reason.
         Error::InvalidArgument(reason) => ArgumentError::new_err(reason),
         Error::Write { .. } => ArgumentError::new_err(err.to_string()),

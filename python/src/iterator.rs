@@ -2,6 +2,7 @@
 //! NumPy views while Rust threads prefetch the next ones.
 
 use crate::batch::Batch;
+use crate::errors::to_py;
 use crate::loader::{SharedProgress, lock};
 use crate::views::RecordView;
 use pyo3::prelude::*;
@@ -62,6 +63,13 @@ impl BatchIterator {
         let next = py.detach(|| batches.next());
         self.waited += t.elapsed();
         let Some(batch) = next else {
+            // A shard of a remote or compressed set could not be fetched:
+            // raise, keeping the position after the last batch delivered.
+            if let Some(e) = batches.take_error() {
+                let done = slot.take();
+                py.detach(move || drop(done));
+                return Err(to_py(e));
+            }
             // Exhausted: the position is now the end of the epoch on every
             // rank. Stop the threads now rather than when Python drops us
             // (joining them needs no GIL).

@@ -14,6 +14,7 @@ mod loader;
 mod mixture;
 mod rows;
 mod transform;
+mod push;
 mod views;
 mod writer;
 
@@ -27,6 +28,7 @@ fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dataset::open, m)?)?;
     m.add_function(wrap_pyfunction!(writer::write_shard_set, m)?)?;
     m.add_function(wrap_pyfunction!(mixture::mixture, m)?)?;
+    m.add_function(wrap_pyfunction!(push::push, m)?)?;
     m.add_class::<mixture::Mixture>()?;
     m.add_class::<dataset::Dataset>()?;
     m.add_class::<loader::Loader>()?;

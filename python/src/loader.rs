@@ -49,6 +49,7 @@ pub(crate) struct LoaderArgs<'a> {
     pub(crate) last_batch: Option<&'a str>,
     pub(crate) worker: i64,
     pub(crate) num_workers: i64,
+    pub(crate) shuffle_window: i64,
 }
 
 impl LoaderArgs<'_> {
@@ -85,6 +86,7 @@ impl LoaderArgs<'_> {
             num_workers,
             // NumPy gets writable views of a batch buffer of its own.
             zero_copy: false,
+            shuffle_window: at_least("shuffle_window", self.shuffle_window, 0)?,
         })
     }
 }
@@ -328,6 +330,9 @@ impl Loader {
         d.set_item("epoch", epoch)?;
         d.set_item("position", position)?;
         d.set_item("shuffle", cfg.shuffle)?;
+        if cfg.shuffle_window != 0 {
+            d.set_item("shuffle_window", cfg.shuffle_window)?;
+        }
         let inner = self.inner();
         d.set_item("rows", inner.epoch_len())?;
         d.set_item("batch_size", cfg.batch_size)?;
@@ -380,6 +385,19 @@ impl Loader {
                     cfg.shuffle
                 )));
             }
+        }
+        let window = match state.get_item("shuffle_window")? {
+            Some(w) => w.extract::<u64>().map_err(|_| {
+                argument("state dict key \"shuffle_window\" must be a non-negative integer")
+            })?,
+            None => 0,
+        };
+        if window != cfg.shuffle_window {
+            return Err(argument(format!(
+                "state dict was saved with shuffle_window={window}, this loader has \
+                 shuffle_window={}",
+                cfg.shuffle_window
+            )));
         }
         let inner = self.inner();
         let rows = inner.epoch_len();
@@ -514,6 +532,29 @@ impl Loader {
     #[getter]
     fn num_workers(&self) -> u64 {
         self.cfg().num_workers
+    }
+
+    /// The shards each of this loader's batches of epoch ``epoch`` reads, in
+    /// order, as lists of shard numbers (``and_next=True`` appends the next
+    /// epoch's): the sequence the shard cache of a set at a URL fetches
+    /// along and evicts by. With ``shuffle_window``, a batch's entry is the
+    /// shards of the windows it overlaps (a batch that takes only a few
+    /// positions of a window may not read all of them). Empty for a mixture.
+    #[pyo3(signature = (epoch, and_next = false))]
+    fn access_plan(&self, epoch: u64, and_next: bool) -> Vec<Vec<u32>> {
+        let cursor = Cursor {
+            seed: self.cfg().seed,
+            epoch,
+            position: 0,
+        };
+        let plan = self.inner().access_plan(cursor, and_next);
+        plan.steps().map(<[u32]>::to_vec).collect()
+    }
+
+    /// Shards per shuffle window (0: the whole dataset is shuffled).
+    #[getter]
+    fn shuffle_window(&self) -> u64 {
+        self.cfg().shuffle_window
     }
 
     fn __repr__(&self) -> String {

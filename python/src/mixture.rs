@@ -133,6 +133,7 @@ impl Mixture {
             last_batch,
             worker,
             num_workers,
+            shuffle_window: 0,
         };
         Loader::new_mixed(slf, args)
     }

@@ -15,6 +15,10 @@ contiguous buffer that every field of the batch views::
         for batch in loader:                      # {"dense": ndarray (4096, 13), ...}
             ...
 
+A shard set pushed to an object store (``tessera push``, or :func:`push`) is
+opened by URL the same way, ``tessera.open("s3://bucket/sets/ctr")``: shards
+are fetched into a local cache as batches need them (see :func:`open`).
+
 Orders depend only on ``(seed, epoch)``, never on thread timing.
 ``ds.transform(rows)`` applies the artifact's transforms (frozen statistics,
 vocabularies, hash) to new rows and returns the dict a loader yields for
@@ -41,6 +45,7 @@ from tessera._tessera import (
     Loader,
     __version__,
     open,
+    push,
 )
 from tessera._mix import Mixture, mix
 from tessera._write import write
@@ -83,5 +88,6 @@ __all__ = [
     "find_compiler",
     "mix",
     "open",
+    "push",
     "write",
 ]

@@ -12,8 +12,25 @@ FORMAT_VERSION: int
 _Path = Union[str, "os.PathLike[str]"]
 _Record = Dict[str, npt.NDArray[Any]]
 
-def open(path: _Path, verify: bool = False) -> Dataset:
-    """Opens the shard set in directory ``path``."""
+def open(
+    path: _Path,
+    verify: bool = False,
+    *,
+    cache_dir: Optional[_Path] = None,
+    cache_bytes: Optional[int] = None,
+    storage_options: Optional[Dict[str, str]] = None,
+    fetch_threads: Optional[int] = None,
+) -> Dataset:
+    """Opens the shard set in directory ``path``, or at an object-store URL."""
+
+def push(
+    path: _Path,
+    url: str,
+    *,
+    concurrency: int = 4,
+    storage_options: Optional[Dict[str, str]] = None,
+) -> Dict[str, Any]:
+    """Uploads the shard set in directory ``path`` to an object-store URL."""
 
 def write_shard_set(
     path: _Path,
@@ -108,6 +125,9 @@ class Dataset:
     def path(self) -> str: ...
     @property
     def stride(self) -> int: ...
+    @property
+    def is_cached(self) -> bool: ...
+    def cache_stats(self) -> Optional[Dict[str, Any]]: ...
     def verify(self) -> None: ...
     def loader(
         self,
@@ -123,6 +143,7 @@ class Dataset:
         last_batch: Optional[str] = None,
         worker: int = 0,
         num_workers: int = 1,
+        shuffle_window: int = 0,
     ) -> Loader: ...
     def transform(self, rows: Any, filter: bool = False) -> Dict[str, npt.NDArray[Any]]: ...
     def split_of(self, rows: Any, filter: bool = False) -> npt.NDArray[np.uint16]: ...
@@ -163,6 +184,9 @@ class Loader:
     def worker(self) -> int: ...
     @property
     def num_workers(self) -> int: ...
+    @property
+    def shuffle_window(self) -> int: ...
+    def access_plan(self, epoch: int, and_next: bool = False) -> List[List[int]]: ...
 
 @final
 class BatchIterator:

@@ -129,6 +129,14 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
             each builds ahead.
         verify: check every shard's checksum when a process opens the set.
         tensors: yield ``torch.Tensor`` values (default) or NumPy arrays.
+        shuffle_window: with ``shuffle``, shuffle the order of the shards and
+            then the records inside each window of this many shards (0: the
+            whole set), so that a set in an object store is read one window
+            of shards at a time.
+        cache_dir, cache_bytes, storage_options: for a set at a URL (or a
+            compressed one): the local shard cache directory, its budget in
+            bytes, and object-store settings, as for :func:`tessera.open`.
+            Every worker process uses them.
     """
 
     def __init__(
@@ -146,6 +154,10 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
         prefetch: int = 2,
         verify: bool = False,
         tensors: bool = True,
+        shuffle_window: int = 0,
+        cache_dir: Optional[PathArg] = None,
+        cache_bytes: Optional[int] = None,
+        storage_options: Optional[Dict[str, str]] = None,
     ) -> None:
         super().__init__()
         if (rank is None) != (world_size is None):
@@ -169,6 +181,12 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
         self.prefetch = int(prefetch)
         self.verify = bool(verify)
         self.tensors = bool(tensors)
+        if self.mixture is not None and shuffle_window:
+            raise ArgumentError("a mixture shuffles inside its components; shuffle_window is for one set")
+        self.shuffle_window = int(shuffle_window)
+        self.cache_dir = None if cache_dir is None else os.fspath(cache_dir)
+        self.cache_bytes = cache_bytes
+        self.storage_options = dict(storage_options) if storage_options else None
         # The training process's view of the stream (see the module docs).
         self.epoch = 0
         self._position = 0  # where a pass not started yet begins
@@ -266,7 +284,13 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
             if self.mixture is not None:
                 self._source = self.mixture
             else:
-                ds = tessera.open(self.path, verify=self.verify)  # type: ignore[arg-type]
+                ds = tessera.open(
+                    self.path,  # type: ignore[arg-type]
+                    verify=self.verify,
+                    cache_dir=self.cache_dir,
+                    cache_bytes=self.cache_bytes,
+                    storage_options=self.storage_options,
+                )
                 self._source = ds.split(self.split) if self.split is not None else ds
             self._source_pid = os.getpid()
         return self._source
@@ -286,7 +310,9 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
         if self.mixture is not None:
             loader: tessera.Loader = src.loader(self.batch_size, **kwargs)
         else:
-            loader = src.loader(self.batch_size, shuffle=self.shuffle, seed=self.seed, **kwargs)
+            loader = src.loader(
+                self.batch_size, shuffle=self.shuffle, seed=self.seed, shuffle_window=self.shuffle_window, **kwargs
+            )
         return loader
 
     def __iter__(self) -> "_Stream":
@@ -369,6 +395,7 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
             "epoch": epoch,
             "position": position,
             "shuffle": self.shuffle,
+            "shuffle_window": self.shuffle_window,
             "rows": self._rows,
             "batch_size": self.batch_size,
             "world_size": world_size,
@@ -388,7 +415,7 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
 
     def _anchor_state(self) -> Dict[str, Any]:
         assert self._anchor is not None
-        return {"seed": self.seed, "shuffle": self.shuffle, **self._anchor}
+        return {"seed": self.seed, "shuffle": self.shuffle, "shuffle_window": self.shuffle_window, **self._anchor}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Continues from a ``state_dict``: the next pass resumes that epoch at
@@ -482,8 +509,8 @@ class _Stream:
         rank, world_size = owner.ranks()
         g = owner.batch_size * world_size
         at = min(self.start + self.yielded * self.num_workers * g, owner._rows)
-        loader.load_state_dict({"seed": owner.seed, "shuffle": owner.shuffle, "epoch": self.epoch,
-                                "position": at})
+        loader.load_state_dict({"seed": owner.seed, "shuffle": owner.shuffle,
+                                "shuffle_window": owner.shuffle_window, "epoch": self.epoch, "position": at})
         self._fields = []
         for f in owner._open().fields:
             dtype = _TORCH_DTYPES[f.dtype]

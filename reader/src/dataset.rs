@@ -1,10 +1,12 @@
-//! Opening a shard set: the manifest, the memory maps, and record access.
+//! Opening a shard set: the manifest, the memory maps (or the shard cache,
+//! for sets in object stores and compressed sets), and record access.
 
+use crate::cache::{CacheOptions, CacheStats, CachedShards, PinSet};
 use crate::dtype::{Element, cast_slice};
 use crate::error::{Error, Result};
-use crate::header::{HEADER_LEN, ShardHeader};
+use crate::header::{HEADER_LEN, check_shard_header};
 use crate::layout::{FieldLayout, RecordLayout};
-use crate::manifest::{MANIFEST_FILE, Manifest, hex};
+use crate::manifest::{MANIFEST_FILE, Manifest};
 use crate::writer::hash_reader;
 use memmap2::Mmap;
 use std::fs::File;
@@ -24,11 +26,23 @@ pub struct Dataset {
     split: Option<String>,
 }
 
-/// The mapped shards, shared by every view of one set.
+/// How to open a shard set: where remote and compressed shards are cached,
+/// and how to reach an object store.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// The local shard cache (for sets in object stores and compressed sets).
+    pub cache: CacheOptions,
+    /// Object-store settings for URLs, as `object_store` names them
+    /// (`endpoint`, `region`, `allow_http`, `access_key_id`, ...), on top of
+    /// those the environment gives (`AWS_ENDPOINT`, `AWS_REGION`, ...).
+    pub storage_options: Vec<(String, String)>,
+}
+
+/// The shards, shared by every view of one set.
 struct ShardSet {
     dir: PathBuf,
     manifest: Manifest,
-    maps: Vec<Mmap>,
+    storage: Storage,
     /// First global row of each shard, plus the total at the end.
     starts: Vec<u64>,
     /// Rows per shard when every shard but the last holds the same count,
@@ -39,14 +53,40 @@ struct ShardSet {
     _lease: crate::lease::Lease,
 }
 
+/// Where the records are.
+enum Storage {
+    /// Every shard file memory-mapped in place (a local, uncompressed set).
+    Mapped(Vec<Mmap>),
+    /// Shards brought into the local shard cache when needed: a set in an
+    /// object store, or a compressed one.
+    Cached(Arc<CachedShards>),
+}
+
 impl Dataset {
     /// Opens the shard set in `dir`: parses `manifest.json`, memory-maps every
     /// shard and checks each header (magic, version, stride, row count, layout
     /// digest) and file size against the manifest. Use [`Dataset::verify`] to
-    /// also check every byte. While any view of the set is open, it holds a
-    /// lease that keeps `tessera cache gc` from deleting it ([`crate::lease`]).
+    /// also check every byte. While any view of a local set is open, it holds
+    /// a lease that keeps `tessera cache gc` from deleting it
+    /// ([`crate::lease`]).
+    ///
+    /// `dir` may also be a URL (`s3://bucket/prefix`, `gs://`, `az://`,
+    /// `http(s)://`, `file://`; object stores need the `remote` feature):
+    /// then only the manifest is read here, and shards are fetched into the
+    /// local shard cache as they are needed. A compressed set's shards are
+    /// decompressed into that cache. See [`Dataset::open_with`].
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
-        let dir = dir.as_ref().to_path_buf();
+        Self::open_with(dir, &OpenOptions::default())
+    }
+
+    /// [`Dataset::open`] with a shard cache directory and budget, and
+    /// object-store settings, of one's choosing.
+    pub fn open_with(dir: impl AsRef<Path>, opts: &OpenOptions) -> Result<Self> {
+        let dir = dir.as_ref();
+        let dir = match crate::location::classify(dir)? {
+            crate::location::Location::Local(p) => p,
+            crate::location::Location::Url(url) => return Self::open_url(url, opts),
+        };
         let lease = crate::lease::Lease::take(&dir)?;
         let manifest_path = dir.join(MANIFEST_FILE);
         let bytes = read_manifest(&manifest_path)?;
@@ -68,11 +108,15 @@ impl Dataset {
                 });
             }
         }
+        if manifest.is_compressed() {
+            let source = Box::new(crate::source::LocalDir { dir: dir.clone() });
+            let location = dir.display().to_string();
+            let cache = CachedShards::open(location, &manifest, source, &opts.cache, false)?;
+            return Self::assemble(dir, manifest, Storage::Cached(cache), lease);
+        }
         let digest = manifest.layout.digest();
         let stride = manifest.layout.stride;
         let mut maps = Vec::with_capacity(manifest.shards.len());
-        let mut starts = Vec::with_capacity(manifest.shards.len() + 1);
-        let mut next = 0u64;
         for info in &manifest.shards {
             let path = dir.join(&info.file);
             let file = match File::open(&path) {
@@ -95,34 +139,52 @@ impl Dataset {
             // (docs/FORMAT.md, "Immutability"). The size was checked above,
             // and every access below goes through bounds-checked slices.
             let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(&path, e))?;
-            let header = ShardHeader::decode(&map, &path)?;
-            if header.stride != stride {
-                return Err(Error::header(
-                    &path,
-                    format!("stride {} but the manifest says {stride}", header.stride),
-                ));
-            }
-            if header.rows != info.rows {
-                return Err(Error::header(
-                    &path,
-                    format!("{} rows but the manifest says {}", header.rows, info.rows),
-                ));
-            }
-            if header.layout_digest != digest {
-                return Err(Error::header(
-                    &path,
-                    format!(
-                        "layout digest {} does not match the manifest's layout {}",
-                        hex(&header.layout_digest),
-                        hex(&digest)
-                    ),
-                ));
-            }
+            check_shard_header(&map, &path, stride, info.rows, &digest)?;
             maps.push(map);
+        }
+        Self::assemble(dir, manifest, Storage::Mapped(maps), lease)
+    }
+
+    /// A set in an object store: its manifest now, its shards through the
+    /// cache.
+    #[cfg(feature = "remote")]
+    fn open_url(url: String, opts: &OpenOptions) -> Result<Self> {
+        let (manifest, source) = crate::remote::open_set(&url, &opts.storage_options)?;
+        let cache = CachedShards::open(url.clone(), &manifest, source, &opts.cache, true)?;
+        Self::assemble(
+            PathBuf::from(url),
+            manifest,
+            Storage::Cached(cache),
+            crate::lease::Lease::none(),
+        )
+    }
+
+    #[cfg(not(feature = "remote"))]
+    fn open_url(url: String, _opts: &OpenOptions) -> Result<Self> {
+        Err(Error::Remote {
+            url,
+            reason: "this build of tessera-shards-reader has no object-store support \
+                     (enable its `remote` feature)"
+                .into(),
+        })
+    }
+
+    /// The set over `storage`, with its shard table.
+    fn assemble(
+        dir: PathBuf,
+        manifest: Manifest,
+        storage: Storage,
+        lease: crate::lease::Lease,
+    ) -> Result<Self> {
+        let mut starts = Vec::with_capacity(manifest.shards.len() + 1);
+        let mut next = 0u64;
+        for info in &manifest.shards {
             starts.push(next);
             next += info.rows;
         }
         starts.push(next);
+        let manifest_path = dir.join(MANIFEST_FILE);
+        let stride = manifest.layout.stride;
         let uniform_rows = match manifest.shards.split_last() {
             Some((_, rest)) if !rest.is_empty() => {
                 let r = rest[0].rows;
@@ -133,7 +195,7 @@ impl Dataset {
         let total = manifest.rows;
         let set = ShardSet {
             dir,
-            maps,
+            storage,
             starts,
             uniform_rows,
             stride: usize::try_from(stride)
@@ -166,9 +228,19 @@ impl Dataset {
         })
     }
 
-    /// Checks the blake3 of every shard file against the manifest.
+    /// Checks the blake3 of every shard file against the manifest. For a
+    /// remote or compressed set this reads every stored file from its
+    /// source (not from the cache) and checks both the stored and the
+    /// decompressed bytes.
     pub fn verify(&self) -> Result<()> {
         let m = &self.set.manifest;
+        if let Storage::Cached(c) = &self.set.storage {
+            c.verify()?;
+            for f in &m.files {
+                c.verify_file(&f.file, f.bytes, &f.blake3)?;
+            }
+            return Ok(());
+        }
         let files = m
             .shards
             .iter()
@@ -229,9 +301,87 @@ impl Dataset {
         self.set.stride
     }
 
-    /// The shard-set directory.
+    /// The shard-set directory (for a set in an object store: its URL).
     pub fn dir(&self) -> &Path {
         &self.set.dir
+    }
+
+    /// True when the shards come through the local shard cache (a set in an
+    /// object store, or a compressed one) rather than being mapped in place.
+    pub fn is_cached(&self) -> bool {
+        matches!(self.set.storage, Storage::Cached(_))
+    }
+
+    /// What the shard cache has done for this set so far (`None` for a set
+    /// mapped in place).
+    pub fn cache_stats(&self) -> Option<CacheStats> {
+        self.cached().map(|c| c.stats())
+    }
+
+    /// The shard cache directory and budget in use (`None` for a set mapped
+    /// in place).
+    pub fn cache_dir(&self) -> Option<(&Path, Option<u64>)> {
+        self.cached().map(|c| (c.dir(), c.budget()))
+    }
+
+    pub(crate) fn cached(&self) -> Option<&Arc<CachedShards>> {
+        match &self.set.storage {
+            Storage::Cached(c) => Some(c),
+            Storage::Mapped(_) => None,
+        }
+    }
+
+    /// The shard holding index `i` of this view (in range).
+    #[inline]
+    pub(crate) fn shard_of_index(&self, i: u64) -> usize {
+        self.set.shard_of(self.rows.start + i)
+    }
+
+    /// The distinct shards (sorted) holding the view indices `indices`.
+    pub(crate) fn shards_of(&self, indices: impl IntoIterator<Item = u64>) -> Vec<u32> {
+        // A batch touches few shards (one window's): look them up as they
+        // come rather than sorting every index; many shards (a whole-set
+        // shuffle) fall back to sorting.
+        let mut v: Vec<u32> = Vec::new();
+        let mut last = u32::MAX;
+        let mut many = false;
+        for i in indices {
+            let s = self.shard_of_index(i) as u32;
+            if s == last {
+                continue;
+            }
+            last = s;
+            if many || !v.contains(&s) {
+                v.push(s);
+                many |= v.len() > 32;
+            }
+        }
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// Pins the shards holding `indices` when the set is cached (`None`
+    /// otherwise), for plan step `step` if given.
+    pub(crate) fn pin(
+        &self,
+        indices: impl IntoIterator<Item = u64>,
+        step: Option<(u64, usize)>,
+    ) -> Result<Option<PinSet>> {
+        match &self.set.storage {
+            Storage::Mapped(_) => Ok(None),
+            Storage::Cached(c) => c.acquire(&self.shards_of(indices), step).map(Some),
+        }
+    }
+
+    /// Record `i` of this view, which the caller knows is in range, read
+    /// through `pins` (which must hold its shard) when the set is cached.
+    #[inline(always)]
+    pub(crate) fn record_pinned<'a>(&'a self, pins: Option<&'a PinSet>, i: u64) -> &'a [u8] {
+        match pins {
+            None => self.record_in_range(i),
+            Some(p) => self.set.record_from(p, self.rows.start + i),
+        }
     }
 
     /// Record `i` of this view, which the caller knows is in range.
@@ -240,12 +390,24 @@ impl Dataset {
         self.set.record(self.rows.start + i)
     }
 
-    /// The bytes of record `i` of this view, straight from the map.
+    /// The bytes of record `i` of this view, straight from the map. On a
+    /// cached set this fetches the record's shard if needed and keeps it
+    /// mapped (and out of eviction) as long as the set is open; it returns
+    /// `None` if the shard cannot be fetched. Batches do not go through it.
     pub fn record(&self, i: u64) -> Option<&[u8]> {
         if i >= self.len() {
             return None;
         }
-        Some(self.set.record(self.rows.start + i))
+        let row = self.rows.start + i;
+        match &self.set.storage {
+            Storage::Mapped(_) => Some(self.set.record(row)),
+            Storage::Cached(c) => {
+                let s = self.set.shard_of(row);
+                let map = c.sticky(s).ok()?;
+                let off = HEADER_LEN + (row - self.set.starts[s]) as usize * self.set.stride;
+                map.get(off..off + self.set.stride)
+            }
+        }
     }
 
     /// A typed, zero-copy view of field `name` of record `i`.
@@ -269,6 +431,9 @@ impl Dataset {
         if range.is_empty() {
             return Some(&[]);
         }
+        let Storage::Mapped(maps) = &self.set.storage else {
+            return None;
+        };
         let a = self.rows.start + range.start;
         let b = self.rows.start + range.end;
         let s = self.set.shard_of(a);
@@ -276,12 +441,22 @@ impl Dataset {
             return None;
         }
         let off = HEADER_LEN + (a - self.set.starts[s]) as usize * self.set.stride;
-        self.set.maps[s].get(off..off + (b - a) as usize * self.set.stride)
+        maps[s].get(off..off + (b - a) as usize * self.set.stride)
     }
 
     /// Copies records `start..start + n` of this view (which may span shards)
     /// into `out`, which must be `n * stride` bytes.
     pub fn copy_records(&self, start: u64, out: &mut [u8]) -> Result<()> {
+        self.copy_records_at(start, out, None)
+    }
+
+    /// `copy_records` for plan step `step` of a cached set.
+    pub(crate) fn copy_records_at(
+        &self,
+        start: u64,
+        out: &mut [u8],
+        step: Option<(u64, usize)>,
+    ) -> Result<()> {
         let stride = self.set.stride;
         let n = (out.len() / stride) as u64;
         if !out.len().is_multiple_of(stride) || start.checked_add(n).is_none_or(|e| e > self.len())
@@ -292,13 +467,25 @@ impl Dataset {
                 self.len()
             )));
         }
-        self.set.copy_run(self.rows.start + start, out);
+        let pins = self.pin(start..start + n, step)?;
+        self.set
+            .copy_run(pins.as_ref(), self.rows.start + start, out);
         Ok(())
     }
 
     /// Copies the records at `indices` (of this view) into consecutive slots of
     /// `out`, which must be `indices.len() * stride` bytes.
     pub fn gather(&self, indices: &[u64], out: &mut [u8]) -> Result<()> {
+        self.gather_at(indices, out, None)
+    }
+
+    /// `gather` for plan step `step` of a cached set.
+    pub(crate) fn gather_at(
+        &self,
+        indices: &[u64],
+        out: &mut [u8],
+        step: Option<(u64, usize)>,
+    ) -> Result<()> {
         if out.len() != indices.len() * self.set.stride {
             return Err(Error::InvalidArgument(format!(
                 "gather of {} records needs {} bytes, got {}",
@@ -313,7 +500,15 @@ impl Dataset {
                 self.len()
             )));
         }
-        self.set.gather(self.rows.start, indices, out);
+        match self.pin(indices.iter().copied(), step)? {
+            None => self.set.gather(self.rows.start, indices, out),
+            Some(pins) => {
+                let base = self.rows.start;
+                gather_with(out, self.set.stride, |j| {
+                    self.set.record_from(&pins, base + indices[j])
+                });
+            }
+        }
         Ok(())
     }
 }
@@ -325,7 +520,8 @@ impl std::fmt::Debug for Dataset {
             .field("split", &self.split)
             .field("rows", &self.rows)
             .field("stride", &self.set.stride)
-            .field("shards", &self.set.maps.len())
+            .field("shards", &self.set.manifest.shards.len())
+            .field("cached", &self.is_cached())
             .finish()
     }
 }
@@ -335,35 +531,63 @@ impl ShardSet {
     #[inline(always)]
     fn shard_of(&self, row: u64) -> usize {
         match self.uniform_rows {
-            Some(r) => ((row / r) as usize).min(self.maps.len() - 1),
+            Some(r) => ((row / r) as usize).min(self.manifest.shards.len() - 1),
             None => self.starts.partition_point(|&s| s <= row) - 1,
         }
     }
 
+    /// The bytes of shard `s`: its map, or its pinned cache copy.
+    #[inline(always)]
+    fn shard<'a>(&'a self, pins: Option<&'a PinSet>, s: usize) -> &'a [u8] {
+        match (&self.storage, pins) {
+            (Storage::Mapped(maps), _) => &maps[s],
+            (Storage::Cached(_), Some(p)) => p.shard(s),
+            // Unreachable by construction: cached reads always pin first.
+            (Storage::Cached(_), None) => &[],
+        }
+    }
+
+    /// Global row `row` of a mapped set.
     #[inline(always)]
     fn record(&self, row: u64) -> &[u8] {
         let s = self.shard_of(row);
         let off = HEADER_LEN + (row - self.starts[s]) as usize * self.stride;
-        &self.maps[s][off..off + self.stride]
+        &self.shard(None, s)[off..off + self.stride]
+    }
+
+    /// Global row `row` through pinned shards.
+    #[inline(always)]
+    fn record_from<'a>(&'a self, pins: &'a PinSet, row: u64) -> &'a [u8] {
+        let s = self.shard_of(row);
+        let off = HEADER_LEN + (row - self.starts[s]) as usize * self.stride;
+        &self.shard(Some(pins), s)[off..off + self.stride]
     }
 
     /// Copies consecutive global rows starting at `row` into `out`.
-    fn copy_run(&self, mut row: u64, mut out: &mut [u8]) {
+    fn copy_run(&self, pins: Option<&PinSet>, mut row: u64, mut out: &mut [u8]) {
         while !out.is_empty() {
             let s = self.shard_of(row);
             let in_shard = (self.starts[s + 1] - row) as usize;
             let n = in_shard.min(out.len() / self.stride);
             let off = HEADER_LEN + (row - self.starts[s]) as usize * self.stride;
             let (head, tail) = out.split_at_mut(n * self.stride);
-            head.copy_from_slice(&self.maps[s][off..off + n * self.stride]);
+            head.copy_from_slice(&self.shard(pins, s)[off..off + n * self.stride]);
             out = tail;
             row += n as u64;
         }
     }
 
-    /// Gathers rows `base + indices[j]` into slot `j` of `out`.
+    /// Gathers rows `base + indices[j]` of a mapped set into slot `j` of `out`.
     fn gather(&self, base: u64, indices: &[u64], out: &mut [u8]) {
-        gather_with(out, self.stride, |j| self.record(base + indices[j]));
+        let Storage::Mapped(maps) = &self.storage else {
+            return;
+        };
+        gather_with(out, self.stride, |j| {
+            let row = base + indices[j];
+            let s = self.shard_of(row);
+            let off = HEADER_LEN + (row - self.starts[s]) as usize * self.stride;
+            &maps[s][off..off + self.stride]
+        });
     }
 }
 

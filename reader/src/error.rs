@@ -26,14 +26,14 @@ pub enum Error {
     },
     /// The shard set was written by a format version this reader does not read.
     #[error(
-        "{path}: format version {found} is not supported (this reader reads version {supported})"
+        "{path}: format version {found} is not supported (this reader reads versions 1 to {supported})"
     )]
     UnsupportedVersion {
         /// The manifest or shard file.
         path: PathBuf,
         /// The version found in the file.
         found: u64,
-        /// The version this crate reads and writes.
+        /// The newest version this crate reads.
         supported: u32,
     },
     /// A shard file's header is malformed or disagrees with the manifest.
@@ -76,6 +76,33 @@ pub enum Error {
     /// A caller passed an argument that cannot be honoured.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A compressed shard file is not a valid stream of zstd frames with a
+    /// seek table, or decompresses to the wrong size.
+    #[error("{path}: bad compressed shard: {reason}")]
+    Compressed {
+        /// The compressed file (or object).
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A request to an object store failed (after retries), or a URL is not
+    /// one this build can read.
+    #[error("{url}: {reason}")]
+    Remote {
+        /// The object or prefix the request was for.
+        url: String,
+        /// What went wrong, with the store's message.
+        reason: String,
+    },
+    /// The local shard cache cannot do what is asked (a budget too small for
+    /// the shards one batch needs, a cache directory that is not one).
+    #[error("shard cache {path}: {reason}")]
+    Cache {
+        /// The cache directory.
+        path: PathBuf,
+        /// What is wrong and what to change.
+        reason: String,
+    },
     /// A writer was fed bytes that do not fit the layout.
     #[error("{path}: {reason}")]
     Write {
@@ -99,6 +126,20 @@ impl Error {
 
     pub(crate) fn manifest(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
         Error::Manifest {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn compressed(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
+        Error::Compressed {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn cache(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
+        Error::Cache {
             path: path.into(),
             reason: reason.into(),
         }

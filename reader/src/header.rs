@@ -7,8 +7,14 @@ use std::path::Path;
 
 /// The eight bytes every shard file starts with.
 pub const MAGIC: [u8; 8] = *b"TSRSHARD";
-/// The format version this crate reads and writes.
+/// Version 1 of the format: the shard file layout (every shard header
+/// carries it, also in version-2 sets) and the version of sets whose shards
+/// are all stored uncompressed.
 pub const FORMAT_VERSION: u32 = 1;
+/// The newest manifest version this crate reads and writes: version 2 adds
+/// zstd-compressed shard files (docs/FORMAT.md section 12). A set is written
+/// as version 2 only when some shard is compressed.
+pub const LATEST_FORMAT_VERSION: u32 = 2;
 /// Header size; records start at this offset, which is page-aligned.
 pub const HEADER_LEN: usize = 4096;
 /// Bytes of the header that carry fields; the rest is zero padding.
@@ -100,6 +106,42 @@ impl ShardHeader {
             layout_digest,
         })
     }
+}
+
+/// Checks a shard's first bytes against its manifest entry: a valid header
+/// (section 4.2, checks 2 to 8) with the manifest's stride, row count and
+/// layout digest (checks 9 to 11). `path` is only used in errors.
+pub(crate) fn check_shard_header(
+    bytes: &[u8],
+    path: &Path,
+    stride: u64,
+    rows: u64,
+    digest: &[u8; 32],
+) -> Result<()> {
+    let header = ShardHeader::decode(bytes, path)?;
+    if header.stride != stride {
+        return Err(Error::header(
+            path,
+            format!("stride {} but the manifest says {stride}", header.stride),
+        ));
+    }
+    if header.rows != rows {
+        return Err(Error::header(
+            path,
+            format!("{} rows but the manifest says {rows}", header.rows),
+        ));
+    }
+    if &header.layout_digest != digest {
+        return Err(Error::header(
+            path,
+            format!(
+                "layout digest {} does not match the manifest's layout {}",
+                crate::manifest::hex(&header.layout_digest),
+                crate::manifest::hex(digest)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {

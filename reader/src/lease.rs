@@ -49,6 +49,13 @@ fn same_file(_: &fs::Metadata, _: &fs::Metadata) -> bool {
 }
 
 impl Lease {
+    /// No lease: for a set that is not a local directory (a set in an object
+    /// store, whose local copies the shard cache protects itself).
+    #[cfg(feature = "remote")]
+    pub(crate) fn none() -> Lease {
+        Lease { _file: None }
+    }
+
     /// Takes a shared lease on the set in `dir`. Waits while `gc` holds the
     /// set exclusively; if `gc` deleted it meanwhile, the lease is empty and
     /// opening then fails on the missing manifest, as it should. A missing

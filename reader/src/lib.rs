@@ -56,6 +56,8 @@
 #![warn(missing_docs)]
 
 mod batch;
+pub mod cache;
+mod compressed;
 mod dataset;
 mod dtype;
 mod error;
@@ -63,18 +65,27 @@ mod header;
 mod layout;
 pub mod lease;
 mod loader;
+mod location;
 mod manifest;
 mod mixture;
 pub mod order;
+#[cfg(feature = "remote")]
+pub mod remote;
+mod source;
 mod writer;
 
 pub use batch::{Batch, FieldView};
-pub use dataset::Dataset;
+pub use cache::{CacheOptions, CacheStats};
+#[cfg(feature = "zstd")]
+pub use compressed::compress_shard_file;
+pub use compressed::{ZSTD_LEVELS, ZSTD_SUFFIX};
+pub use dataset::{Dataset, OpenOptions};
 pub use dtype::{DType, Element, cast_slice};
 pub use error::{Error, Result};
-pub use header::{FORMAT_VERSION, HEADER_LEN, MAGIC, ShardHeader};
+pub use header::{FORMAT_VERSION, HEADER_LEN, LATEST_FORMAT_VERSION, MAGIC, ShardHeader};
 pub use layout::{FieldLayout, FieldSpec, MAX_STRIDE, RecordLayout};
 pub use loader::{Batches, Loader, LoaderConfig};
+pub use location::{STORE_SCHEMES, is_store_url};
 pub use manifest::{
     Compression, FORMAT_NAME, FileInfo, MANIFEST_FILE, Manifest, ShardInfo, SplitInfo, hex,
 };

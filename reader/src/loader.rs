@@ -12,11 +12,13 @@
 //! how long the consumer waits.
 
 use crate::batch::{AlignedBuf, Batch, BufPool};
+use crate::cache::AccessPlan;
+use crate::cache::PlanHandle;
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::layout::RecordLayout;
 use crate::mixture::{MixScratch, Mixture};
-use crate::order::{Cursor, EpochOrder, LastBatch, Schedule};
+use crate::order::{Cursor, EpochOrder, LastBatch, Schedule, view_pieces};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
@@ -51,6 +53,14 @@ pub struct LoaderConfig {
     /// Let a sequential batch that lies inside one shard borrow its records
     /// from the memory map instead of copying them ([`Batch::is_zero_copy`]).
     pub zero_copy: bool,
+    /// With `shuffle`: 0 shuffles the whole view; `w >= 1` shuffles the
+    /// order of its shards and then the records inside each window of `w`
+    /// consecutive shards of that order ([`EpochOrder::windowed`]), so an
+    /// epoch reads one window of shards at a time. Meant for sets read
+    /// through the shard cache (object stores), where the whole view need
+    /// not fit the cache. Part of the order: it must be the same on every
+    /// rank and at a resume.
+    pub shuffle_window: u64,
 }
 
 impl Default for LoaderConfig {
@@ -67,6 +77,7 @@ impl Default for LoaderConfig {
             worker: 0,
             num_workers: 1,
             zero_copy: true,
+            shuffle_window: 0,
         }
     }
 }
@@ -127,6 +138,12 @@ impl Loader {
     /// is the mixture's (its seed and components' shuffles); `cfg.shuffle`
     /// and `cfg.seed` must agree with it.
     pub fn mixture(mixture: Mixture, cfg: LoaderConfig) -> Result<Self> {
+        if cfg.shuffle_window != 0 {
+            return Err(Error::InvalidArgument(
+                "a mixture is shuffled inside each component; shuffle_window applies to one set"
+                    .into(),
+            ));
+        }
         if cfg.seed != mixture.seed() || cfg.shuffle != mixture.shuffle() {
             return Err(Error::InvalidArgument(format!(
                 "loader seed {} / shuffle {} differ from the mixture's seed {} / shuffle {}",
@@ -269,20 +286,73 @@ impl Loader {
         Ok(self.start(cursor))
     }
 
-    fn start(&self, cursor: Cursor) -> Batches {
-        let order = match &self.source {
-            Source::Set(ds) => EpochOrder::new_as(
-                ds.order_version(),
-                ds.len(),
-                self.cfg.shuffle,
-                cursor.seed,
-                cursor.epoch,
-            ),
+    /// The order of epoch `epoch` with seed `seed`.
+    fn order(&self, seed: u64, epoch: u64) -> EpochOrder {
+        match &self.source {
+            Source::Set(ds) if self.cfg.shuffle && self.cfg.shuffle_window > 0 => {
+                let rows = ds.manifest().shards.iter().map(|s| s.rows);
+                let width = usize::try_from(self.cfg.shuffle_window).unwrap_or(usize::MAX);
+                EpochOrder::windowed(view_pieces(rows, ds.row_range()), width, seed, epoch)
+            }
+            Source::Set(ds) => {
+                EpochOrder::new_as(ds.order_version(), ds.len(), self.cfg.shuffle, seed, epoch)
+            }
             // A mixture's epoch is a run of its global samples; the
             // shuffling happens inside the components.
             Source::Mix(m) => EpochOrder::sequential(m.epoch_samples()),
+        }
+    }
+
+    /// The shards each of this loader's batches reads, in order: the epoch
+    /// of `cursor` from its position, then (with `and_next`) the whole next
+    /// epoch. This is the future the shard cache of a remote or compressed
+    /// set fetches along and evicts by; for a mixture it is empty.
+    ///
+    /// With a windowed shuffle a batch's shards are those of the windows it
+    /// overlaps (found from the windows, without computing the records,
+    /// which would cost as much as the epoch's gathers of small records).
+    /// A batch that takes only a few positions of a window may not read
+    /// every shard of it: the plan then names such a shard a batch early.
+    pub fn access_plan(&self, cursor: Cursor, and_next: bool) -> AccessPlan {
+        let Source::Set(ds) = &self.source else {
+            return AccessPlan::default();
+        };
+        let mut steps = Vec::new();
+        let mut idx = Vec::new();
+        let mut pieces = Vec::new();
+        let mut add = |order: &EpochOrder, start: u64| {
+            for j in 0..self.len_from(start) {
+                let k = self.cfg.worker + j * self.cfg.num_workers;
+                let positions = self.schedule.batch_positions(start, k);
+                pieces.clear();
+                if order.extend_window_pieces(positions.clone(), &mut pieces) {
+                    let starts = pieces.iter().filter(|r| r.start < r.end).map(|r| r.start);
+                    steps.push(ds.shards_of(starts));
+                    continue;
+                }
+                idx.clear();
+                order.extend_records(positions, &mut idx);
+                steps.push(ds.shards_of(idx.iter().copied()));
+            }
+        };
+        add(&self.order(cursor.seed, cursor.epoch), cursor.position);
+        if and_next {
+            add(&self.order(cursor.seed, cursor.epoch + 1), 0);
+        }
+        AccessPlan::new(ds.manifest().shards.len(), steps)
+    }
+
+    fn start(&self, cursor: Cursor) -> Batches {
+        let order = self.order(cursor.seed, cursor.epoch);
+        // A cached set fetches ahead along this epoch and the next.
+        let plan = match &self.source {
+            Source::Set(ds) => ds
+                .cached()
+                .map(|c| c.follow(self.access_plan(cursor, true))),
+            Source::Mix(_) => None,
         };
         let job = Arc::new(Job {
+            plan_id: plan.as_ref().map(PlanHandle::id),
             source: self.source.clone(),
             epoch: cursor.epoch,
             order,
@@ -340,12 +410,17 @@ impl Loader {
             claims,
             stash: Vec::new(),
             window: (threads * (prefetch + 1)) as u64,
+            error: None,
+            failed: None,
+            plan,
         }
     }
 }
 
 /// Everything needed to build any batch of one epoch on one rank.
 struct Job {
+    /// The cache plan the batches' steps belong to (cached sets).
+    plan_id: Option<u64>,
     source: Source,
     epoch: u64,
     order: EpochOrder,
@@ -363,9 +438,11 @@ impl Job {
         self.worker + j * self.num_workers
     }
 
-    /// Builds this loader's `j`-th batch.
-    fn build(&self, j: u64, pool: &Arc<BufPool>, scratch: &mut Scratch) -> Batch {
+    /// Builds this loader's `j`-th batch. Only a cached set can fail (a
+    /// shard that cannot be fetched).
+    fn build(&self, j: u64, pool: &Arc<BufPool>, scratch: &mut Scratch) -> Result<Batch> {
         let k = self.rank_batch(j);
+        let step = self.plan_id.map(|id| (id, j as usize));
         let positions = self.schedule.batch_positions(self.start, k);
         let rows = (positions.end - positions.start) as usize;
         let ds = match &self.source {
@@ -379,14 +456,14 @@ impl Job {
             && positions.end <= n
             && ds.records(positions.clone()).is_some()
         {
-            return Batch::mapped(
+            return Ok(Batch::mapped(
                 ds.clone(),
                 positions.start,
                 Some(Arc::clone(pool)),
                 rows,
                 Arc::clone(&self.layout),
                 k,
-            );
+            ));
         }
         let mut buf = pool.take();
         buf.resize(rows * stride);
@@ -399,8 +476,9 @@ impl Job {
                 let at = pos % n;
                 let run = ((positions.end - pos).min(n - at)) as usize;
                 let dst = &mut out[filled * stride..(filled + run) * stride];
-                // In range by construction: at + run <= n.
-                let _ = ds.copy_records(at, dst);
+                // In range by construction (at + run <= n): only a cached
+                // shard that cannot be fetched fails.
+                ds.copy_records_at(at, dst, step)?;
                 filled += run;
                 pos += run as u64;
             }
@@ -412,16 +490,17 @@ impl Job {
             let idx = &mut scratch.indices;
             idx.clear();
             self.order.extend_records(positions, idx);
-            // In range by construction: the order maps into 0..n.
-            let _ = ds.gather(idx, out);
+            // In range by construction (the order maps into 0..n): only a
+            // cached shard that cannot be fetched fails.
+            ds.gather_at(idx, out, step)?;
         }
-        Batch::new(
+        Ok(Batch::new(
             buf,
             Some(Arc::clone(pool)),
             rows,
             Arc::clone(&self.layout),
             k,
-        )
+        ))
     }
 }
 
@@ -435,7 +514,7 @@ impl Job {
         positions: std::ops::Range<u64>,
         pool: &Arc<BufPool>,
         scratch: &mut Scratch,
-    ) -> Batch {
+    ) -> Result<Batch> {
         let len = m.epoch_samples();
         let stride = m.stride();
         let rows = (positions.end - positions.start) as usize;
@@ -449,17 +528,17 @@ impl Job {
             let at = pos % len;
             let run = (positions.end - pos).min(len - at);
             let dst = &mut out[filled * stride..(filled + run as usize) * stride];
-            m.fill(first + at..first + at + run, dst, &mut scratch.mix);
+            m.fill(first + at..first + at + run, dst, &mut scratch.mix)?;
             filled += run as usize;
             pos += run;
         }
-        Batch::new(
+        Ok(Batch::new(
             buf,
             Some(Arc::clone(pool)),
             rows,
             Arc::clone(&self.layout),
             k,
-        )
+        ))
     }
 }
 
@@ -476,7 +555,7 @@ fn produce(
     claims: &[AtomicU64],
     t: usize,
     total: u64,
-    tx: SyncSender<Batch>,
+    tx: SyncSender<Result<Batch>>,
 ) {
     let mut scratch = Scratch::default();
     let step = claims.len() as u64;
@@ -504,7 +583,7 @@ fn produce(
 pub struct Batches {
     job: Arc<Job>,
     pool: Arc<BufPool>,
-    queues: Vec<Receiver<Batch>>,
+    queues: Vec<Receiver<Result<Batch>>>,
     handles: Vec<JoinHandle<()>>,
     next: u64,
     total: u64,
@@ -516,9 +595,15 @@ pub struct Batches {
     /// Each prefetch thread's next unclaimed batch.
     claims: Arc<Vec<AtomicU64>>,
     /// Batches the consumer built ahead of their turn.
-    stash: Vec<(u64, Batch)>,
+    stash: Vec<(u64, Result<Batch>)>,
     /// How far ahead of the batch it needs the consumer may build one.
     window: u64,
+    /// Why the iteration stopped early, if it did (for `error()`).
+    error: Option<Error>,
+    /// Set once a batch failed: its message.
+    failed: Option<String>,
+    /// Keeps a cached set's shard cache fetching ahead along this epoch.
+    plan: Option<PlanHandle>,
 }
 
 impl Batches {
@@ -549,6 +634,50 @@ impl Batches {
     pub fn remaining(&self) -> u64 {
         self.total - self.next
     }
+
+    /// Why iteration ended before the epoch did: a shard of a remote or
+    /// compressed set that could not be fetched or failed its checksum.
+    /// `None` while all is well (a local, uncompressed set never fails).
+    /// Check it after a `for` loop over a cached set, or use
+    /// [`Batches::try_next`].
+    pub fn error(&self) -> Option<&Error> {
+        self.error.as_ref()
+    }
+
+    /// Takes the error that ended the iteration (see [`Batches::error`]).
+    pub fn take_error(&mut self) -> Option<Error> {
+        self.error.take()
+    }
+
+    /// The next batch, `Ok(None)` at the end of the epoch, or the error that
+    /// stopped the iteration. After an error, every call fails.
+    pub fn try_next(&mut self) -> Result<Option<Batch>> {
+        if let Some(msg) = &self.failed {
+            return Err(Error::InvalidArgument(format!(
+                "the epoch stopped after an error: {msg}"
+            )));
+        }
+        if self.next >= self.total {
+            self.exhausted = true;
+            return Ok(None);
+        }
+        let j = self.next;
+        let batch = if self.queues.is_empty() {
+            self.job.build(j, &self.pool, &mut self.scratch)
+        } else {
+            self.take(j)
+        };
+        match batch {
+            Ok(b) => {
+                self.next += 1;
+                Ok(Some(b))
+            }
+            Err(e) => {
+                self.failed = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
 }
 
 impl Batches {
@@ -560,7 +689,7 @@ impl Batches {
     /// if its thread has not begun it, else the nearest unclaimed batch
     /// within the prefetch window, kept until its turn. A batch's content
     /// does not depend on who builds it, so the sequence is the same.
-    fn take(&mut self, j: u64) -> Batch {
+    fn take(&mut self, j: u64) -> Result<Batch> {
         let q = (j % self.queues.len() as u64) as usize;
         loop {
             if let Some(i) = self.stash.iter().position(|(k, _)| *k == j) {
@@ -616,19 +745,18 @@ impl Batches {
 impl Iterator for Batches {
     type Item = Batch;
 
+    /// The next batch. On a remote or compressed set a shard that cannot be
+    /// fetched ends the iteration early: see [`Batches::error`].
     fn next(&mut self) -> Option<Batch> {
-        if self.next >= self.total {
-            self.exhausted = true;
-            return None;
+        match self.try_next() {
+            Ok(b) => b,
+            Err(e) => {
+                if self.error.is_none() {
+                    self.error = Some(e);
+                }
+                None
+            }
         }
-        let j = self.next;
-        let batch = if self.queues.is_empty() {
-            self.job.build(j, &self.pool, &mut self.scratch)
-        } else {
-            self.take(j)
-        };
-        self.next += 1;
-        Some(batch)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -646,6 +774,8 @@ impl Drop for Batches {
         for h in self.handles.drain(..) {
             let _ = h.join();
         }
+        // Then the cache's fetch-ahead threads.
+        self.plan.take();
     }
 }
 

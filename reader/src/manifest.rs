@@ -5,7 +5,7 @@
 //! without overflow, splits partition the rows, names are safe file names.
 
 use crate::error::{Error, Result};
-use crate::header::{FORMAT_VERSION, HEADER_LEN};
+use crate::header::{FORMAT_VERSION, HEADER_LEN, LATEST_FORMAT_VERSION};
 use crate::layout::RecordLayout;
 use crate::order::OrderVersion;
 use serde::{Deserialize, Serialize};
@@ -27,6 +27,10 @@ pub enum Compression {
     /// The file is the shard itself and is memory-mapped directly.
     #[default]
     None,
+    /// The file is the shard compressed as zstd frames, one per block of
+    /// records, plus a seek table (format version 2; docs/FORMAT.md section
+    /// 12). A reader decompresses it once into its shard cache and maps that.
+    Zstd,
 }
 
 /// One shard file as the manifest records it.
@@ -44,6 +48,31 @@ pub struct ShardInfo {
     /// How the file is stored.
     #[serde(default)]
     pub compression: Compression,
+    /// Size of the stored (compressed) file; present exactly when the shard
+    /// is compressed. `bytes` and `blake3` describe the decompressed shard.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored_bytes: Option<u64>,
+    /// Lowercase hex blake3 of the stored (compressed) file; present
+    /// exactly when the shard is compressed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored_blake3: Option<String>,
+}
+
+impl ShardInfo {
+    /// Size of the file as stored: the compressed size, or `bytes`.
+    pub fn file_bytes(&self) -> u64 {
+        self.stored_bytes.unwrap_or(self.bytes)
+    }
+
+    /// blake3 of the file as stored: of the compressed file, or `blake3`.
+    pub fn file_blake3(&self) -> &str {
+        self.stored_blake3.as_deref().unwrap_or(&self.blake3)
+    }
+
+    /// True when the stored file must be decompressed before it is mapped.
+    pub fn is_compressed(&self) -> bool {
+        self.compression != Compression::None
+    }
 }
 
 /// A file of the set other than the manifest and the shards, such as a large
@@ -76,7 +105,8 @@ pub struct SplitInfo {
 pub struct Manifest {
     /// Always [`FORMAT_NAME`].
     pub format: String,
-    /// Always [`FORMAT_VERSION`] for this crate.
+    /// [`FORMAT_VERSION`] (1) when every shard is stored uncompressed, 2
+    /// ([`LATEST_FORMAT_VERSION`]) when some are compressed.
     pub format_version: u64,
     /// Content hash naming the artifact (hex), or empty when not built by the
     /// compiler.
@@ -136,7 +166,7 @@ impl Manifest {
             .ok_or_else(|| Error::InvalidArgument("row count overflows".into()))?;
         let m = Manifest {
             format: FORMAT_NAME.into(),
-            format_version: u64::from(FORMAT_VERSION),
+            format_version: version_for(&shards),
             artifact_hash: String::new(),
             name: String::new(),
             created_by: format!("tessera-reader {}", env!("CARGO_PKG_VERSION")),
@@ -187,12 +217,12 @@ impl Manifest {
             }
         }
         match probe.get("format_version").and_then(|v| v.as_u64()) {
-            Some(v) if v == u64::from(FORMAT_VERSION) => {}
+            Some(v) if is_known_version(v) => {}
             Some(v) => {
                 return Err(Error::UnsupportedVersion {
                     path: path.to_path_buf(),
                     found: v,
-                    supported: FORMAT_VERSION,
+                    supported: LATEST_FORMAT_VERSION,
                 });
             }
             None => {
@@ -222,11 +252,11 @@ impl Manifest {
         if self.format != FORMAT_NAME {
             return Err(bad(format!("key `format` is {:?}", self.format)));
         }
-        if self.format_version != u64::from(FORMAT_VERSION) {
+        if !is_known_version(self.format_version) {
             return Err(Error::UnsupportedVersion {
                 path: path.to_path_buf(),
                 found: self.format_version,
-                supported: FORMAT_VERSION,
+                supported: LATEST_FORMAT_VERSION,
             });
         }
         self.layout
@@ -284,6 +314,8 @@ impl Manifest {
                     s.blake3
                 )));
             }
+            self.check_storage(s)
+                .map_err(|r| bad(format!("{key} ({}): {r}", s.file)))?;
             total = total
                 .checked_add(s.rows)
                 .ok_or_else(|| bad("total row count overflows".into()))?;
@@ -328,6 +360,49 @@ impl Manifest {
         Ok(())
     }
 
+    /// The storage keys of one shard: `compression`, `stored_bytes` and
+    /// `stored_blake3` agree with each other and with the format version.
+    fn check_storage(&self, s: &ShardInfo) -> std::result::Result<(), String> {
+        match s.compression {
+            Compression::None => {
+                if s.stored_bytes.is_some() || s.stored_blake3.is_some() {
+                    return Err(
+                        "stored_bytes and stored_blake3 are only for compressed shards".into(),
+                    );
+                }
+            }
+            Compression::Zstd => {
+                if self.format_version < 2 {
+                    return Err(format!(
+                        "compression \"zstd\" needs format_version 2, the manifest says {}",
+                        self.format_version
+                    ));
+                }
+                match s.stored_bytes {
+                    // The smallest valid file: a header frame and a seek table.
+                    Some(n) if n >= 8 => {}
+                    Some(n) => return Err(format!("stored_bytes {n} is too small")),
+                    None => return Err("a compressed shard needs stored_bytes".into()),
+                }
+                match &s.stored_blake3 {
+                    Some(h) if is_hex_digest(h) => {}
+                    Some(h) => {
+                        return Err(format!(
+                            "stored_blake3 {h:?} is not 64 lowercase hex digits"
+                        ));
+                    }
+                    None => return Err("a compressed shard needs stored_blake3".into()),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// True when some shard must be decompressed before it can be mapped.
+    pub fn is_compressed(&self) -> bool {
+        self.shards.iter().any(ShardInfo::is_compressed)
+    }
+
     /// The set's order version, checked by [`Manifest::validate`].
     pub fn order(&self) -> OrderVersion {
         OrderVersion::from_number(self.order_version).unwrap_or_default()
@@ -337,6 +412,20 @@ impl Manifest {
     pub fn split(&self, name: &str) -> Option<&SplitInfo> {
         self.splits.iter().find(|s| s.name == name)
     }
+}
+
+/// The lowest format version that describes `shards`: 2 when one is
+/// compressed, else 1, so uncompressed sets stay readable by version-1 readers.
+pub(crate) fn version_for(shards: &[ShardInfo]) -> u64 {
+    if shards.iter().any(ShardInfo::is_compressed) {
+        u64::from(LATEST_FORMAT_VERSION)
+    } else {
+        u64::from(FORMAT_VERSION)
+    }
+}
+
+fn is_known_version(v: u64) -> bool {
+    (u64::from(FORMAT_VERSION)..=u64::from(LATEST_FORMAT_VERSION)).contains(&v)
 }
 
 fn legacy_order() -> u64 {
@@ -396,6 +485,8 @@ mod tests {
             bytes: 4096 + rows * 16,
             blake3: "ab".repeat(32),
             compression: Compression::None,
+            stored_bytes: None,
+            stored_blake3: None,
         };
         Manifest::new(
             layout,
@@ -444,6 +535,43 @@ mod tests {
     }
 
     #[test]
+    fn compressed_shards_make_a_version_2_manifest() {
+        let mut m = sample();
+        assert_eq!(m.format_version, 1);
+        let mut shards = m.shards.clone();
+        shards[1].compression = Compression::Zstd;
+        shards[1].file = "shard-00001.bin.zst".into();
+        shards[1].stored_bytes = Some(300);
+        shards[1].stored_blake3 = Some("cd".repeat(32));
+        let z = Manifest::new(m.layout.clone(), shards, m.splits.clone()).unwrap();
+        assert_eq!(z.format_version, 2);
+        assert!(z.is_compressed());
+        assert_eq!(z.shards[1].file_bytes(), 300);
+        assert_eq!(z.shards[0].file_bytes(), z.shards[0].bytes);
+        assert_eq!(reparse(&z).unwrap(), z);
+        // A compressed shard in a version-1 manifest, or without its keys.
+        let mut bad = z.clone();
+        bad.format_version = 1;
+        assert!(
+            reparse(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("format_version 2")
+        );
+        let mut bad = z.clone();
+        bad.shards[1].stored_blake3 = None;
+        assert!(
+            reparse(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("stored_blake3")
+        );
+        // A version-2 manifest may hold only uncompressed shards.
+        m.format_version = 2;
+        assert_eq!(reparse(&m).unwrap(), m);
+    }
+
+    #[test]
     fn rejects_inconsistencies() {
         let mut m = sample();
         m.rows = 16;
@@ -476,10 +604,10 @@ mod tests {
                 .contains("layout_digest")
         );
         let mut m = sample();
-        m.format_version = 2;
+        m.format_version = 3;
         assert!(matches!(
             reparse(&m),
-            Err(Error::UnsupportedVersion { found: 2, .. })
+            Err(Error::UnsupportedVersion { found: 3, .. })
         ));
         let mut m = sample();
         m.order_version = 3;
@@ -492,6 +620,14 @@ mod tests {
         let mut m = sample();
         m.shards[0].blake3 = "XYZ".into();
         assert!(reparse(&m).unwrap_err().to_string().contains("blake3"));
+        let mut m = sample();
+        m.shards[0].stored_bytes = Some(100);
+        assert!(
+            reparse(&m)
+                .unwrap_err()
+                .to_string()
+                .contains("only for compressed")
+        );
         assert!(Manifest::parse(b"{", Path::new("m.json")).is_err());
         assert!(Manifest::parse(b"[]", Path::new("m.json")).is_err());
     }

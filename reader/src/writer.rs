@@ -107,6 +107,8 @@ impl ShardWriter {
             bytes: HEADER_LEN as u64 + self.rows * self.stride,
             blake3,
             compression: Compression::None,
+            stored_bytes: None,
+            stored_blake3: None,
         })
     }
 }
@@ -150,6 +152,8 @@ pub struct ShardSetWriter {
     shards: Vec<ShardInfo>,
     splits: Vec<SplitInfo>,
     rows: u64,
+    /// zstd level to store shards at, if compressed.
+    zstd: Option<i32>,
 }
 
 impl ShardSetWriter {
@@ -167,7 +171,22 @@ impl ShardSetWriter {
             shards: Vec::new(),
             splits: Vec::new(),
             rows: 0,
+            zstd: None,
         })
+    }
+
+    /// Stores every shard zstd-compressed at `level` (1 to 22): the set is
+    /// written as format version 2, and readers decompress each shard once
+    /// into their shard cache.
+    #[cfg(feature = "zstd")]
+    pub fn with_zstd(mut self, level: i32) -> Result<Self> {
+        if !crate::compressed::ZSTD_LEVELS.contains(&level) {
+            return Err(Error::InvalidArgument(format!(
+                "zstd level {level} is not in 1..=22"
+            )));
+        }
+        self.zstd = Some(level);
+        Ok(self)
     }
 
     /// Starts a new split; following records belong to it. Splits are stored
@@ -225,7 +244,18 @@ impl ShardSetWriter {
 
     fn close_shard(&mut self) -> Result<()> {
         if let Some(w) = self.current.take() {
-            self.shards.push(w.finish()?);
+            let info = w.finish()?;
+            let info = match self.zstd {
+                #[cfg(feature = "zstd")]
+                Some(level) => crate::compressed::compress_shard_file(
+                    &self.dir,
+                    &info,
+                    self.layout.stride,
+                    level,
+                )?,
+                _ => info,
+            };
+            self.shards.push(info);
         }
         Ok(())
     }

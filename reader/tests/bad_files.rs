@@ -145,10 +145,10 @@ fn wrong_version_in_shard_header() {
 fn wrong_version_in_manifest() {
     let (dir, _) = good_set();
     let manifest = dir.path().join(MANIFEST_FILE);
-    edit_manifest(dir.path(), |m| m["format_version"] = 2.into());
+    edit_manifest(dir.path(), |m| m["format_version"] = 3.into());
     let e = open_err(dir.path());
     assert!(
-        matches!(&e, Error::UnsupportedVersion { path, found: 2, supported: 1 } if path == &manifest),
+        matches!(&e, Error::UnsupportedVersion { path, found: 3, supported: 2 } if path == &manifest),
         "{e:?}"
     );
     assert!(names(&e, &manifest), "{e}");
@@ -321,7 +321,7 @@ fn manifest_not_json() {
 #[test]
 fn manifest_contradicting_itself() {
     type Edit = fn(&mut serde_json::Value);
-    let edits: [(&str, Edit); 9] = [
+    let edits: [(&str, Edit); 10] = [
         ("format", |m| m["format"] = "parquet".into()),
         ("rows", |m| m["rows"] = 26.into()),
         ("shards[1]", |m| m["shards"][1]["bytes"] = 1.into()),
@@ -334,8 +334,9 @@ fn manifest_contradicting_itself() {
         }),
         ("splits", |m| m["splits"][0]["rows"] = 24.into()),
         ("layout", |m| m["layout"]["fields"][1]["offset"] = 4.into()),
-        // Reserved for a later version; serde names the value, not the key.
+        // Compressed shards need format version 2 (and their stored keys).
         ("zstd", |m| m["shards"][0]["compression"] = "zstd".into()),
+        ("lz4", |m| m["shards"][0]["compression"] = "lz4".into()),
     ];
     for (what, edit) in edits {
         let (dir, _) = good_set();

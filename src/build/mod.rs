@@ -259,6 +259,13 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
                     BuildError::Plan(e) => locate(&spec, e),
                     other => other,
                 })?;
+            let manifest = crate::compress::compress_staged(
+                staging.path(),
+                manifest,
+                spec.shards.zstd_level,
+                &pool,
+                &mut stage_seconds,
+            )?;
             built = Some(b);
             Ok::<_, BuildError>(manifest)
         },

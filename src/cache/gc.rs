@@ -170,7 +170,7 @@ impl Cache {
                     None,
                     Some(format!(
                         "written by a newer tessera (format version {v}; this one reads {})",
-                        tessera_reader::FORMAT_VERSION
+                        tessera_reader::LATEST_FORMAT_VERSION
                     )),
                     Some(v),
                 ),
@@ -560,7 +560,7 @@ mod tests {
         let manifest = cache.root().join(&h[0]).join(MANIFEST_FILE);
         let mut json: serde_json::Value =
             serde_json::from_slice(&fs::read(&manifest).unwrap()).unwrap();
-        json["format_version"] = serde_json::json!(tessera_reader::FORMAT_VERSION + 1);
+        json["format_version"] = serde_json::json!(tessera_reader::LATEST_FORMAT_VERSION + 1);
         json["a_key_from_the_future"] = serde_json::json!(true);
         fs::write(&manifest, serde_json::to_vec(&json).unwrap()).unwrap();
         set_last_used(&cache.root().join(&h[0]), Duration::from_secs(10 * 86400));
@@ -568,13 +568,13 @@ mod tests {
         let entry = listed.iter().find(|e| e.hash == h[0]).unwrap();
         assert_eq!(
             entry.newer_format,
-            Some(u64::from(tessera_reader::FORMAT_VERSION) + 1)
+            Some(u64::from(tessera_reader::LATEST_FORMAT_VERSION) + 1)
         );
         assert!(format_listing(&listed).contains("(newer format)"));
         assert!(cache.lookup(&h[0]).unwrap().is_none(), "not usable here");
 
         let r = cache.gc(Some(0), None, false, false).unwrap();
-        let v = u64::from(tessera_reader::FORMAT_VERSION) + 1;
+        let v = u64::from(tessera_reader::LATEST_FORMAT_VERSION) + 1;
         assert_eq!(r.skipped_newer, vec![(h[0].clone(), v)]);
         assert!(!removed(&r).contains(&h[0].as_str()));
         assert!(cache.root().join(&h[0]).exists());

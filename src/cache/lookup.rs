@@ -59,7 +59,7 @@ pub(super) fn inspect(dir: &Path, hash: &str) -> Inspection {
     let m = match Manifest::parse(&bytes, &manifest_path) {
         Ok(m) => Box::new(m),
         Err(tessera_reader::Error::UnsupportedVersion { found, .. })
-            if found > u64::from(tessera_reader::FORMAT_VERSION) =>
+            if found > u64::from(tessera_reader::LATEST_FORMAT_VERSION) =>
         {
             return Inspection::Newer(found);
         }
@@ -70,13 +70,13 @@ pub(super) fn inspect(dir: &Path, hash: &str) -> Inspection {
     }
     for s in &m.shards {
         match fs::metadata(dir.join(&s.file)) {
-            Ok(md) if md.len() == s.bytes => {}
+            Ok(md) if md.len() == s.file_bytes() => {}
             Ok(md) => {
                 return Inspection::Invalid(format!(
                     "shard {} is {} bytes, the manifest says {}",
                     s.file,
                     md.len(),
-                    s.bytes
+                    s.file_bytes()
                 ));
             }
             Err(e) => return Inspection::Invalid(format!("shard {}: {e}", s.file)),

@@ -100,10 +100,10 @@ impl Staging<'_> {
         for s in &manifest.shards {
             let path = self.dir.join(&s.file);
             let len = fs::metadata(&path).map_err(|e| io_err(&path, e))?.len();
-            if len != s.bytes {
+            if len != s.file_bytes() {
                 return Err(CacheError::Publish {
                     path,
-                    reason: format!("shard is {len} bytes, the manifest says {}", s.bytes),
+                    reason: format!("shard is {len} bytes, the manifest says {}", s.file_bytes()),
                 });
             }
         }

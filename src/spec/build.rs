@@ -25,7 +25,9 @@ const SOURCE_KEYS: &[&str] = &[
 const CSV_KEYS: &[&str] = &["delimiter", "header", "null_values"];
 const SPLIT_KEYS: &[&str] = &["key", "weights", "stats_from"];
 const ORDER_KEYS: &[&str] = &["shuffle_seed"];
-const SHARDS_KEYS: &[&str] = &["target_bytes", "compression"];
+const SHARDS_KEYS: &[&str] = &["target_bytes", "compression", "level"];
+/// zstd level when the spec gives none.
+pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
 const CHUNKS_KEYS: &[&str] = &["target_bytes"];
 
 /// Default chunk size: 32 MiB of input per build task.
@@ -460,6 +462,7 @@ fn read_order(ctx: &Ctx<'_>, top: &MapView<'_>) -> Result<Order, SpecError> {
 fn read_shards(ctx: &Ctx<'_>, top: &MapView<'_>) -> Result<Shards, SpecError> {
     let mut shards = Shards {
         target_bytes: DEFAULT_TARGET_BYTES,
+        zstd_level: None,
     };
     let Some(owned) = top.get_some("shards") else {
         return Ok(shards);
@@ -472,19 +475,33 @@ fn read_shards(ctx: &Ctx<'_>, top: &MapView<'_>) -> Result<Shards, SpecError> {
         let item = owned.item();
         match item.string(ctx)? {
             "none" => {}
-            "zstd" => {
-                return Err(item.error(
-                    ctx,
-                    "zstd is not supported in format v1 yet; use compression: none",
-                ));
-            }
+            "zstd" => shards.zstd_level = Some(DEFAULT_ZSTD_LEVEL),
             other => {
                 return Err(item.error(
                     ctx,
-                    format!("unknown compression {other:?}; format v1 accepts only none"),
+                    format!("unknown compression {other:?}; use none or zstd"),
                 ));
             }
         }
+    }
+    if let Some(owned) = map.get_some("level") {
+        let item = owned.item();
+        let levels = tessera_reader::ZSTD_LEVELS;
+        if shards.zstd_level.is_none() {
+            return Err(item.error(ctx, "level applies only to compression: zstd"));
+        }
+        let level = item.u64_at_least(ctx, 1)?;
+        if level > *levels.end() as u64 {
+            return Err(item.error(
+                ctx,
+                format!(
+                    "zstd level {level} is not in {}..={}",
+                    levels.start(),
+                    levels.end()
+                ),
+            ));
+        }
+        shards.zstd_level = Some(level as i32);
     }
     Ok(shards)
 }

@@ -26,7 +26,12 @@ pub(super) fn canonical(spec: &Spec) -> Value {
         "name": spec.name,
         "order": { "shuffle_seed": spec.order.shuffle_seed },
         "query": spec.query,
-        "shards": { "compression": "none", "target_bytes": spec.shards.target_bytes },
+        "shards": {
+            // "none" as before compression existed, so uncompressed specs
+            // keep their hashes; "zstd:<level>" otherwise.
+            "compression": spec.shards.zstd_level.map_or("none".to_string(), |l| format!("zstd:{l}")),
+            "target_bytes": spec.shards.target_bytes,
+        },
         "sources": sources.into_iter().map(source).collect::<Vec<_>>(),
         "split": spec.split.as_ref().map(|s| s.canonical_json()),
         "version": spec.version,

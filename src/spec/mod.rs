@@ -126,11 +126,14 @@ pub struct Chunks {
     pub target_bytes: u64,
 }
 
-/// Shard sizing.
+/// Shard sizing and storage.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Shards {
     /// Target bytes per shard file (default 64 MiB).
     pub target_bytes: u64,
+    /// zstd level the shards are stored at, or `None` for uncompressed
+    /// (`compression: zstd` with `level`, default 3).
+    pub zstd_level: Option<i32>,
 }
 
 impl Default for CsvOptions {

@@ -228,7 +228,7 @@ pub fn reader_during_gc(p: &Project) -> Result<Section, String> {
     let mut json: serde_json::Value =
         serde_json::from_slice(&fs::read(&manifest).map_err(|e| e.to_string())?)
             .map_err(|e| e.to_string())?;
-    let newer = u64::from(tessera_reader::FORMAT_VERSION) + 1;
+    let newer = u64::from(tessera_reader::LATEST_FORMAT_VERSION) + 1;
     json["format_version"] = serde_json::json!(newer);
     fs::write(&manifest, serde_json::to_vec(&json).unwrap()).map_err(|e| e.to_string())?;
     let out = older_than_zero(&cache, false)?;

@@ -415,20 +415,41 @@ impl Mixture {
         }
     }
 
-    /// Copies global samples `range` into consecutive slots of `out`.
+    /// Copies global samples `range` into consecutive slots of `out`. Only
+    /// a component read through the shard cache can fail (a shard that
+    /// cannot be fetched).
     pub(crate) fn fill(
         &self,
         range: std::ops::Range<u64>,
         out: &mut [u8],
         scratch: &mut MixScratch,
-    ) {
-        // Locate every record first (address arithmetic only), so the
-        // gather loop is as short as a single set's.
-        let mut records: Vec<&[u8]> = vec![&[]; (range.end - range.start) as usize];
-        self.for_each_pick(range, &mut scratch.orders, |j, c, i| {
-            records[j] = self.components[c].dataset.record_in_range(i);
+    ) -> crate::error::Result<()> {
+        let n = (range.end - range.start) as usize;
+        if self.components.iter().all(|c| !c.dataset.is_cached()) {
+            // Locate every record first (address arithmetic only), so the
+            // gather loop is as short as a single set's.
+            let mut records: Vec<&[u8]> = vec![&[]; n];
+            self.for_each_pick(range, &mut scratch.orders, |j, c, i| {
+                records[j] = self.components[c].dataset.record_in_range(i);
+            });
+            gather_with(out, self.stride(), |j| records[j]);
+            return Ok(());
+        }
+        // Cached components: pin the shards this batch reads first.
+        let mut picks: Vec<(usize, u64)> = vec![(0, 0); n];
+        self.for_each_pick(range, &mut scratch.orders, |j, c, i| picks[j] = (c, i));
+        let mut pins = Vec::with_capacity(self.components.len());
+        for (c, comp) in self.components.iter().enumerate() {
+            let mine = picks.iter().filter(|p| p.0 == c).map(|p| p.1);
+            pins.push(comp.dataset.pin(mine, None)?);
+        }
+        gather_with(out, self.stride(), |j| {
+            let (c, i) = picks[j];
+            self.components[c]
+                .dataset
+                .record_pinned(pins[c].as_ref(), i)
         });
-        gather_with(out, self.stride(), |j| records[j]);
+        Ok(())
     }
 }
 

@@ -11,14 +11,17 @@
 
 mod permutation;
 mod schedule;
+mod window;
 
 pub use permutation::TABLE_MAX;
 pub(crate) use permutation::{SplitMix, mix};
 pub use schedule::{Cursor, LastBatch, Schedule};
+pub use window::view_pieces;
 
 use crate::error::{Error, Result};
 use permutation::{FeistelV1, FeistelV2, table_v2};
 use std::sync::Arc;
+use window::WindowOrder;
 
 /// Which definition of the shuffled order a shard set uses. Stored in the
 /// manifest (`order_version`; absent means 1), so a set keeps the order it
@@ -70,6 +73,7 @@ enum Kind {
     V1(FeistelV1),
     Table(Arc<[u32]>),
     V2(FeistelV2),
+    Windowed(Arc<WindowOrder>),
 }
 
 impl EpochOrder {
@@ -96,6 +100,25 @@ impl EpochOrder {
             OrderVersion::V2 => Kind::V2(FeistelV2::new(n, seed, epoch)),
         };
         EpochOrder { n, kind }
+    }
+
+    /// The windowed shuffle (docs/FORMAT.md section 14.2.1): the view's
+    /// `pieces` (its index ranges in each shard, in storage order, tiling
+    /// `0..n`; see [`view_pieces`]) are put in a seeded order, cut into
+    /// windows of `width` pieces, and the records of each window are
+    /// shuffled among themselves. An epoch then needs one window of shards
+    /// at a time.
+    pub fn windowed(
+        pieces: Vec<std::ops::Range<u64>>,
+        width: usize,
+        seed: u64,
+        epoch: u64,
+    ) -> Self {
+        let w = WindowOrder::new(pieces, width, seed, epoch);
+        EpochOrder {
+            n: w.len(),
+            kind: Kind::Windowed(Arc::new(w)),
+        }
     }
 
     /// `shuffled` (latest version) when `shuffle` is true, else `sequential`.
@@ -136,6 +159,24 @@ impl EpochOrder {
             Kind::Table(t) => u64::from(t[pos as usize]),
             Kind::V1(f) => walk(self.n, pos, |x| f.permute(x)),
             Kind::V2(f) => walk(self.n, pos, |x| f.permute(x)),
+            Kind::Windowed(w) => w.get(pos),
+        }
+    }
+
+    /// For a windowed order: appends the view index ranges (pieces) of the
+    /// windows that positions `positions` fall in, and returns true; the
+    /// records those positions visit lie in them. False for other orders.
+    pub(crate) fn extend_window_pieces(
+        &self,
+        positions: std::ops::Range<u64>,
+        out: &mut Vec<std::ops::Range<u64>>,
+    ) -> bool {
+        match &self.kind {
+            Kind::Windowed(w) => {
+                w.extend_window_pieces(positions, out);
+                true
+            }
+            _ => false,
         }
     }
 
@@ -148,6 +189,7 @@ impl EpochOrder {
             Kind::Identity => out.extend(positions.map(wrap)),
             Kind::Table(t) => out.extend(positions.map(|p| u64::from(t[wrap(p) as usize]))),
             Kind::V1(f) => out.extend(positions.map(|p| walk(n, wrap(p), |x| f.permute(x)))),
+            Kind::Windowed(w) => w.extend_records(positions, out),
             Kind::V2(f) => {
                 // One vectorized pass over every position, then further
                 // passes over the (fewer than half, on average) values that
