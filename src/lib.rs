@@ -25,9 +25,9 @@ pub mod inspect;
 pub mod pathkind;
 pub mod plan;
 pub mod progress;
+pub mod push;
 pub mod serve;
 pub mod serve_bench;
-pub mod push;
 pub mod spec;
 pub mod transform;
 

@@ -38,7 +38,11 @@ fn every_double_reads_back_from_json_to_the_same_bits() {
     let via_value: Vec<f64> = serde_json::from_value(value).expect("from value");
     for ((x, y), z) in xs.iter().zip(&back).zip(&via_value) {
         assert_eq!(x.to_bits(), y.to_bits(), "{x:?} read back as {y:?}");
-        assert_eq!(x.to_bits(), z.to_bits(), "{x:?} read back as {z:?} via Value");
+        assert_eq!(
+            x.to_bits(),
+            z.to_bits(),
+            "{x:?} read back as {z:?} via Value"
+        );
     }
 }
 

@@ -12,9 +12,9 @@ mod field;
 mod iterator;
 mod loader;
 mod mixture;
+mod push;
 mod rows;
 mod transform;
-mod push;
 mod views;
 mod writer;
 
