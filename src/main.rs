@@ -97,6 +97,10 @@ enum Command {
         /// Print one JSON object, as `tessera build --json` does.
         #[arg(long)]
         json: bool,
+        /// Also place the artifact at DIR, or push it to an object-store URL,
+        /// as `tessera build -o` does.
+        #[arg(long, short = 'o', value_name = "DIR|URL")]
+        output: Option<String>,
     },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
@@ -316,6 +320,25 @@ enum CacheAction {
     },
 }
 
+/// `-o DIR|URL`: pushes the artifact at `path` to an object-store URL
+/// (returning what the push did), or places it at a directory.
+fn place(
+    path: &std::path::Path,
+    output: Option<&str>,
+) -> Result<Option<tessera_reader::remote::PushReport>> {
+    Ok(match output {
+        Some(url) if tessera_reader::is_store_url(url) => Some(
+            tessera::push::push(path, url, 4)
+                .with_context(|| format!("pushing {} to {url}", path.display()))?,
+        ),
+        Some(dir) => {
+            tessera::artifact::export(path, std::path::Path::new(dir))?;
+            None
+        }
+        None => None,
+    })
+}
+
 fn main() -> ExitCode {
     tessera::build::fit_address_space();
     match run(Cli::parse()) {
@@ -431,17 +454,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 },
             };
             let report = build(&spec, &opts).map_err(disk_full_hint)?;
-            let pushed = match &output {
-                Some(url) if tessera_reader::is_store_url(url) => Some(
-                    tessera::push::push(&report.path, url, 4)
-                        .with_context(|| format!("pushing {} to {url}", report.path.display()))?,
-                ),
-                Some(dir) => {
-                    tessera::artifact::export(&report.path, std::path::Path::new(dir))?;
-                    None
-                }
-                None => None,
-            };
+            let pushed = place(&report.path, output.as_deref())?;
             if json {
                 println!("{}", serde_json::to_string(&report)?);
             } else {
@@ -570,6 +583,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             plan,
             allow_empty,
             json,
+            output,
         } => {
             let r = tessera::build::commit(
                 &plan,
@@ -578,11 +592,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     ..Default::default()
                 },
             )?;
+            place(&r.path, output.as_deref())?;
             if json {
                 println!("{}", serde_json::to_string(&r)?);
             } else {
                 println!("hash: {}", r.hash);
                 println!("path: {}", r.path.display());
+                if let Some(o) = &output {
+                    println!("output: {o}");
+                }
             }
         }
         Command::Completions { shell } => {

@@ -158,8 +158,16 @@ fn tasks_in_any_order_retried_and_duplicated_publish_the_local_bytes() {
     task(&plan_file, &shards[0]);
     task(&plan_file, &shards[1]);
 
-    let out = run(&["commit", plan_file.to_str().expect("utf8"), "--json"]);
+    let exported = root.join("exported");
+    let out = run(&[
+        "commit",
+        plan_file.to_str().expect("utf8"),
+        "--json",
+        "-o",
+        exported.to_str().expect("utf8"),
+    ]);
     let r = json(&out);
+    assert_eq!(files(&exported), files(&local), "-o places the same files");
     assert_eq!(r["hash"].as_str(), Some(hash.as_str()));
     let published = PathBuf::from(r["path"].as_str().expect("path"));
     assert_eq!(files(&published), files(&local), "same files, same bytes");

@@ -105,9 +105,10 @@ def build(
     When the cache already holds the artifact, no task is scheduled (and Ray
     is not even started). The report is ``tessera commit --json``'s (``hash``,
     ``path``, ``rows``, ...) plus ``cache_hit``, ``tasks`` (how many tasks
-    completed; retried attempts are not counted) and ``seconds`` per phase. With ``output``, the artifact
-    is then copied there by ``tessera build -o OUTPUT`` (a cache hit) and
-    ``output`` is added to the report.
+    completed; retried attempts are not counted) and ``seconds`` per phase. With ``output``, the commit
+    also places the artifact there (a directory, or an object-store URL it is
+    pushed to, shards first and the manifest last; on a cache hit, ``tessera
+    build -o OUTPUT`` does) and ``output`` is added to the report.
     """
     exe = find_compiler()
     spec_path = os.path.abspath(os.fspath(spec))
@@ -129,6 +130,13 @@ def build(
     seconds = {"plan": time.monotonic() - t0}
     if plan.get("cached"):
         report: Dict[str, Any] = {"hash": plan["hash"], "path": plan["cached"], "cache_hit": True, "tasks": 0}
+        if output is not None:
+            cmd = [exe, "build", spec_path, "-o", str(output), "--json", "-q", *common]
+            if allow_empty:
+                cmd.append("--allow-empty")
+            p = _run(cmd)
+            if p.returncode != 0:
+                raise BuildError(f"placing the artifact at {output} failed:\n{p.stderr.strip()}", spec=spec_path, returncode=p.returncode, stderr=p.stderr)
     else:
         plan_file = os.path.join(plan["work_dir"], "plan.json")
         ran = _run_on_ray(exe, plan, plan_file, address, max_in_flight, retries, progress, seconds)
@@ -136,6 +144,8 @@ def build(
         cmd = [exe, "commit", plan_file, "--json"]
         if allow_empty:
             cmd.append("--allow-empty")
+        if output is not None:
+            cmd += ["-o", str(output)]
         p = _run(cmd)
         if p.returncode != 0:
             raise BuildError(f"tessera commit {plan_file} failed:\n{p.stderr.strip()}", spec=spec_path, returncode=p.returncode, stderr=p.stderr)
@@ -144,12 +154,6 @@ def build(
         report["cache_hit"] = False
         report["tasks"] = len(ran)
     if output is not None:
-        cmd = [exe, "build", spec_path, "-o", str(output), "--json", "-q", *common]
-        if allow_empty:
-            cmd.append("--allow-empty")
-        p = _run(cmd)
-        if p.returncode != 0:
-            raise BuildError(f"copying the artifact to {output} failed:\n{p.stderr.strip()}", spec=spec_path, returncode=p.returncode, stderr=p.stderr)
         report["output"] = str(output)
     seconds["total"] = time.monotonic() - t0
     report["seconds"] = seconds
