@@ -5,12 +5,14 @@ interface), so that no Ray traffic leaves the machine's loopback.
 
     python ray_cluster.py SPEC CACHE_DIR RESULT_JSON
 
-Starts a head and two worker nodes (``ray start --block``, one CPU each),
-each in its own process group; builds SPEC into CACHE_DIR with
-``tessera.ray.build``; kills worker node ``b`` (SIGKILL to its whole process
-group) as soon as two tasks have written their outputs; after the build,
-builds again (a cache hit). Writes what happened to RESULT_JSON. Stops every
-node it started by process group, never with ``ray stop``.
+Starts SeaweedFS (an S3 server) and a head and two worker nodes (``ray start
+--block``, one CPU each), each in its own process group; builds SPEC into
+CACHE_DIR with ``tessera.ray.build``, published to the S3 server too; kills
+worker node ``b`` (SIGKILL to its whole process group) as soon as two tasks
+have written their outputs; after the build, builds again (a cache hit).
+Writes what happened to RESULT_JSON, with the blake3 of every file read back
+from the store. Stops every node it started by process group, never with
+``ray stop``, and the S3 server.
 """
 
 from __future__ import annotations
@@ -72,6 +74,11 @@ def main() -> None:
     temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
     nodes: Dict[str, subprocess.Popen] = {}
     result: Dict[str, Any] = {}
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from s3 import S3Server
+
+    s3 = S3Server()
+    os.environ.update(s3.env())
     try:
         import ray
 
@@ -117,9 +124,17 @@ def main() -> None:
         t = threading.Thread(target=killer, daemon=True)
         t.start()
         t0 = time.monotonic()
-        first = tray.build(spec, cache_dir=cache_dir, progress=False, retries=5)
+        url = s3.url("ray/clicks")
+        first = tray.build(spec, url, cache_dir=cache_dir, progress=False, retries=5)
         t.join(timeout=5)
-        result["first"] = {"hash": first["hash"], "path": first["path"], "cache_hit": first["cache_hit"], "tasks": first["tasks"], "seconds": time.monotonic() - t0}
+        result["first"] = {"hash": first["hash"], "path": first["path"], "cache_hit": first["cache_hit"], "tasks": first["tasks"], "seconds": time.monotonic() - t0, "output": first.get("output")}
+        # What the store holds, read back through the reader (verified).
+        import tessera
+
+        remote = tessera.open(url, cache_dir=os.path.join(cache_dir, "..", "shard-cache"), storage_options=s3.storage_options())
+        remote.verify()
+        result["remote_len"] = len(remote)
+        result["remote_splits"] = remote.splits
         result["killed_after_outputs"] = killed.get("outputs_before")
         result["killed_before_end"] = "at" in killed and killed["at"] < t0 + result["first"]["seconds"]
         time.sleep(3)
@@ -131,6 +146,7 @@ def main() -> None:
         for name in ("b", "a", "head"):
             if name in nodes:
                 stop(nodes[name])
+        s3.stop()
         with open(result_path, "w") as f:
             json.dump(result, f)
 

@@ -1,6 +1,7 @@
-"""tessera.ray on a real three-node Ray cluster on loopback: the same bytes as
-a local build although a worker node dies mid-build, and a second build of
-the same hash schedules nothing.
+"""tessera.ray on a real three-node Ray cluster on loopback, publishing to
+SeaweedFS: the same bytes as a local build although a worker node dies
+mid-build, the set in the store verified, and a second build of the same
+hash schedules nothing.
 
 The cluster runs in a network namespace of its own (``unshare -n``), where
 loopback is the only interface: Ray would otherwise move to the machine's
@@ -99,6 +100,10 @@ def test_three_nodes_a_killed_worker_the_local_bytes_and_a_cache_hit(tmp_path: P
     assert first["tasks"] > 10, r
     # Every shard and the manifest: the local build's bytes.
     assert digests(first["path"]) == digests(local_report["path"])
+    # Published to the S3 server too, and it reads back verified, whole.
+    assert first["output"].startswith("s3://"), r
+    local_set = tessera.open(local_report["path"])
+    assert r["remote_len"] == len(local_set) and r["remote_splits"] == local_set.splits, r
     # Built again: a cache hit, no task scheduled.
     second = r["second"]
     assert second["cache_hit"] and second["tasks"] == 0 and second["path"] == first["path"], r
