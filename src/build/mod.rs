@@ -290,15 +290,25 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
         }
         return Ok(hit_report(hash, artifact, t0, seconds));
     };
-    let m = &artifact.manifest;
     seconds.insert("total".to_string(), t0.elapsed().as_secs_f64());
+    Ok(built_report(hash, artifact, b, seconds))
+}
+
+/// The report of a build that published `artifact` itself.
+fn built_report(
+    hash: String,
+    artifact: crate::cache::Artifact,
+    b: Built,
+    seconds: BTreeMap<String, f64>,
+) -> BuildReport {
+    let m = &artifact.manifest;
     let (plan_source, plan_operator, plan_reason) = match &b.decision {
         Decision::Chunked { source } => (Some(source.clone()), None, None),
         Decision::Global { operator, reason } => {
             (None, Some(operator.clone()), Some(reason.clone()))
         }
     };
-    Ok(BuildReport {
+    BuildReport {
         rows: IndexedRows(m.splits.iter().map(|s| (s.name.clone(), s.rows)).collect()),
         stride: m.layout.stride,
         bytes: m.shards.iter().map(|s| s.bytes).sum(),
@@ -314,7 +324,7 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
         path: artifact.path,
         cache_hit: false,
         seconds,
-    })
+    }
 }
 
 fn hit_report(

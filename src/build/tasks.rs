@@ -16,7 +16,7 @@
 
 use super::job::{Commit, freeze};
 use super::resources::batch_rows;
-use super::{BuildError, BuildOptions, BuildReport, IndexedRows, Prepared, layout_of, prepare};
+use super::{BuildError, BuildOptions, BuildReport, Prepared, layout_of, prepare};
 use crate::plan::{Chunk, Decision, EncodeOutput, PlanOptions, Planner, ScanMetrics, StatsPartial};
 use crate::transform::FrozenStats;
 use serde::{Deserialize, Serialize};
@@ -615,30 +615,11 @@ pub fn commit(plan_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Buil
         },
     )?;
     let _ = std::fs::remove_dir_all(&plan.work_dir);
-    let m = &obtained.artifact.manifest;
     let mut seconds = BTreeMap::new();
     seconds.insert("total".to_string(), t0.elapsed().as_secs_f64());
-    let (plan_source, plan_operator, plan_reason) = match &decision {
-        Decision::Chunked { source } => (Some(source.clone()), None, None),
-        Decision::Global { operator, reason } => {
-            (None, Some(operator.clone()), Some(reason.clone()))
-        }
-    };
-    Ok(BuildReport {
-        rows: IndexedRows(m.splits.iter().map(|s| (s.name.clone(), s.rows)).collect()),
-        stride: m.layout.stride,
-        bytes: m.shards.iter().map(|s| s.bytes).sum(),
-        plan: decision.kind().to_string(),
-        plan_source,
-        plan_operator,
-        plan_reason,
-        plan_serial: plan.serial.clone(),
-        chunks,
-        scan: built.as_ref().map(|b| b.scan).unwrap_or_default(),
-        rows_kept: built.as_ref().map_or(0, |b| b.rows_kept),
-        hash: plan.hash.clone(),
-        path: obtained.artifact.path,
-        cache_hit: built.is_none(),
-        seconds,
+    Ok(match built {
+        Some(b) => super::built_report(plan.hash.clone(), obtained.artifact, b, seconds),
+        // Another commit of the same hash published it first.
+        None => super::hit_report(plan.hash.clone(), obtained.artifact, t0, seconds),
     })
 }
