@@ -96,6 +96,9 @@ pub struct SourceFiles {
     pub root: PathBuf,
     /// The files, in read order (the caller sorts them).
     pub files: Vec<PathBuf>,
+    /// Hash the bytes of files in object stores too (`fingerprint: bytes`);
+    /// otherwise their ETag or version id stands for their content.
+    pub hash_bytes: bool,
 }
 
 /// One fingerprinted input file.
@@ -405,6 +408,7 @@ struct Job<'a> {
     source: &'a str,
     path: &'a Path,
     rel: String,
+    hash_bytes: bool,
 }
 
 /// A file hashed in this run, to be remembered if it is not racy.
@@ -427,6 +431,7 @@ pub fn fingerprint_inputs(
                 source: &s.source,
                 path: f,
                 rel: relative_name(&s.root, f),
+                hash_bytes: s.hash_bytes,
             })
         })
         .collect();
@@ -462,6 +467,9 @@ fn fingerprint_one(
         path: path.to_path_buf(),
         source,
     };
+    if let Some(url) = path.to_str().filter(|u| crate::remote_input::is_url(u)) {
+        return Ok((fingerprint_remote(job, url).map_err(io_err)?, None));
+    }
     let stat_now = || -> Result<FileStat, FingerprintError> {
         let not_a_file = || {
             let kind = crate::pathkind::PathKind::of(path);
@@ -513,6 +521,29 @@ fn fingerprint_one(
     Ok((make(blake3, false), fresh))
 }
 
+/// A file in an object store: its listed size, and its version id or ETag
+/// (or the blake3 of its bytes with `fingerprint: bytes`, or when the store
+/// gives neither).
+fn fingerprint_remote(job: &Job, url: &str) -> io::Result<InputFile> {
+    let object = match crate::remote_input::object(url) {
+        Some(o) => o,
+        None => crate::remote_input::head(url)?,
+    };
+    let identity = match object.identity() {
+        Some(id) if !job.hash_bytes => id,
+        _ => crate::remote_input::hash_object(url)?,
+    };
+    Ok(InputFile {
+        source: job.source.to_owned(),
+        path: job.path.to_path_buf(),
+        rel: job.rel.clone(),
+        size: object.size,
+        mtime_ns: 0,
+        blake3: identity,
+        from_stat_cache: false,
+    })
+}
+
 /// Files below this size are read and hashed in one go; larger ones are
 /// memory-mapped and hashed on several threads.
 const SMALL_FILE: u64 = 4 << 20;
@@ -541,6 +572,21 @@ pub fn recheck(files: &[InputFile]) -> Result<(), FingerprintError> {
             path: f.path.clone(),
             source,
         };
+        if let Some(url) = f.path.to_str().filter(|u| crate::remote_input::is_url(u)) {
+            let now = crate::remote_input::head(url).map_err(io_err)?;
+            let same = now.size == f.size
+                && match now.identity() {
+                    Some(id) if !is_hex_hash(&f.blake3) => id == f.blake3,
+                    // Hashed by content: the bytes say whether it changed.
+                    _ => crate::remote_input::hash_object(url).map_err(io_err)? == f.blake3,
+                };
+            if !same {
+                return Err(FingerprintError::ChangedDuringBuild {
+                    path: f.path.clone(),
+                });
+            }
+            return Ok(());
+        }
         let m = fs::metadata(&f.path).map_err(io_err)?;
         let now = FileStat::of(&m);
         let changed = if now.size != f.size || now.mtime_ns != f.mtime_ns {
@@ -559,6 +605,10 @@ pub fn recheck(files: &[InputFile]) -> Result<(), FingerprintError> {
     })
 }
 
+fn is_hex_hash(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// The hex blake3 that names an artifact.
 ///
 /// It is computed in blake3's key-derivation mode with the context
@@ -568,7 +618,9 @@ pub fn recheck(files: &[InputFile]) -> Result<(), FingerprintError> {
 /// 1. `format_version` as u32, then `semantics_version` as u32;
 /// 2. the canonical spec, encoded by [`encode_value`];
 /// 3. the number of inputs as u64, then for each input in order:
-///    `str(source)`, `str(rel)`, `size` as u64, `str(blake3 hex)`.
+///    `str(source)`, `str(rel)`, `size` as u64, `str(identity)`, where the
+///    identity is the blake3 hex of the bytes, or for a file in an object
+///    store `version:<id>` or `etag:<etag>` (unless its bytes were hashed).
 ///
 /// Input order is part of the hash (it fixes the row order). Absolute paths
 /// and times are not: moving the data elsewhere keeps the hash unless the
@@ -669,12 +721,20 @@ pub fn manifest_inputs(inputs: &[InputFile]) -> serde_json::Value {
         inputs
             .iter()
             .map(|f| {
-                serde_json::json!({
+                let mut entry = serde_json::json!({
                     "source": f.source,
                     "path": f.rel,
                     "bytes": f.size,
-                    "blake3": f.blake3,
-                })
+                });
+                let (key, value) = match f.blake3.split_once(':') {
+                    Some((kind @ ("etag" | "version"), v)) => (kind, v),
+                    _ => ("blake3", f.blake3.as_str()),
+                };
+                entry[key] = serde_json::Value::from(value);
+                if crate::remote_input::is_remote(&f.path) {
+                    entry["url"] = serde_json::Value::from(f.path.to_string_lossy());
+                }
+                entry
             })
             .collect(),
     )
@@ -698,6 +758,7 @@ mod tests {
             source: name.into(),
             root: root.to_path_buf(),
             files: files.iter().map(|p| p.to_path_buf()).collect(),
+            hash_bytes: false,
         }
     }
 
@@ -1062,6 +1123,7 @@ mod tests {
             source: "s".into(),
             root: dir.path().to_path_buf(),
             files: paths,
+            hash_bytes: false,
         }];
         for drop_first in [false, true] {
             if drop_first && fs::write("/proc/sys/vm/drop_caches", b"3").is_err() {

@@ -26,6 +26,7 @@ pub mod pathkind;
 pub mod plan;
 pub mod progress;
 pub mod push;
+pub mod remote_input;
 pub mod serve;
 pub mod serve_bench;
 pub mod spec;

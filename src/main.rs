@@ -499,6 +499,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         .map(|(k, v)| format!("{k} {v:.2}s"))
                         .collect();
                     println!("stages: {}", stages.join(", "));
+                    if report.bytes_fetched > 0 {
+                        println!(
+                            "fetched {} from object stores",
+                            tessera::cache::format_bytes(report.bytes_fetched)
+                        );
+                    }
                 }
                 match (&report.plan_source, &report.plan_operator) {
                     (Some(source), _) => println!(

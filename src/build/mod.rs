@@ -86,6 +86,10 @@ pub struct BuildReport {
     pub rows_kept: u64,
     /// Seconds per stage.
     pub seconds: BTreeMap<String, f64>,
+    /// Bytes this process fetched from object stores: footers, the row
+    /// groups and columns a query read, CSV and JSON files, hashed bytes
+    /// (0 when every input is local).
+    pub bytes_fetched: u64,
 }
 
 /// Rows per split in spec order; serialized as a JSON object whose keys keep
@@ -172,6 +176,7 @@ fn prepare(spec_path: &Path, cache_dir: Option<&Path>) -> Result<Prepared, Build
             source: s.name.clone(),
             root: source_root(&spec.path, &s.path, &s.files),
             files: s.files.clone(),
+            hash_bytes: s.hash_bytes,
         })
         .collect();
     let files = fingerprint::fingerprint_inputs(&inputs, &mut stat_cache)?;
@@ -324,6 +329,7 @@ fn built_report(
         path: artifact.path,
         cache_hit: false,
         seconds,
+        bytes_fetched: crate::remote_input::bytes_fetched(),
     }
 }
 
@@ -360,6 +366,7 @@ fn hit_report(
         path: artifact.path,
         cache_hit: true,
         seconds,
+        bytes_fetched: crate::remote_input::bytes_fetched(),
     }
 }
 
@@ -456,9 +463,26 @@ fn indent(text: &str) -> String {
 /// are part of each file's name, and of the artifact hash).
 fn source_root(spec_path: &Path, pattern: &str, files: &[PathBuf]) -> PathBuf {
     let base = spec_path.parent().unwrap_or(Path::new("."));
-    let literal = match pattern.find(['*', '?', '[', '{']) {
+    let glob = pattern.find(['*', '?', '[', '{']);
+    let literal = match glob {
         Some(i) => &pattern[..i],
         None => pattern,
+    };
+    if crate::remote_input::is_url(pattern) {
+        // Objects below a prefix are named from the prefix; a glob's and a
+        // single object's from the folder holding them.
+        let lit = Path::new(literal.trim_end_matches('/'));
+        let prefix = glob.is_none() && files.first().is_some_and(|f| f != lit);
+        if literal.ends_with('/') || prefix {
+            return lit.to_path_buf();
+        }
+        return lit.parent().map(Path::to_path_buf).unwrap_or_default();
+    }
+    let literal = match literal.split_once("://") {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("file") => {
+            rest.strip_prefix("localhost").unwrap_or(rest)
+        }
+        _ => literal,
     };
     let full = base.join(literal);
     if literal.ends_with('/') || full.is_dir() {

@@ -602,6 +602,7 @@ mod tests {
             source: "s".into(),
             root: tmp.path().to_path_buf(),
             files: vec![input.clone()],
+            hash_bytes: false,
         };
         fingerprint_inputs(&[src], &mut stat).unwrap();
         stat.save().unwrap();

@@ -291,6 +291,7 @@ mod tests {
             source: "s".into(),
             root: data.clone(),
             files: files.to_vec(),
+            hash_bytes: false,
         }];
         let run = |builds: &AtomicUsize| {
             let mut stat = cache.load_stat_cache();

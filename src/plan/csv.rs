@@ -11,6 +11,7 @@
 
 use super::PlanError;
 use super::sources::{FilePart, PartRange, SourceTable};
+use crate::remote_input::open_input;
 use crate::spec::{CsvOptions, Source};
 use datafusion::arrow::array::{
     ArrayRef, Int64Array, RecordBatch, RecordBatchOptions, StringArray, new_null_array,
@@ -31,7 +32,6 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     SendableRecordBatchStream,
 };
-use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::Arc;
@@ -72,7 +72,7 @@ fn header_of(path: &Path, csv: &CsvOptions) -> Result<Option<Vec<String>>, PlanE
     if !csv.header {
         return Ok(None);
     }
-    let file = File::open(path).map_err(|e| PlanError::Query {
+    let (file, _) = open_input(path).map_err(|e| PlanError::Query {
         context: path.display().to_string(),
         message: e.to_string(),
     })?;
@@ -127,7 +127,7 @@ pub fn infer_schema(src: &Source) -> Result<SchemaRef, PlanError> {
     if let Some(re) = null_regex(&src.csv)? {
         format = format.with_null_regex(re);
     }
-    let file = File::open(first).map_err(|e| PlanError::Query {
+    let (file, _) = open_input(first).map_err(|e| PlanError::Query {
         context: first.display().to_string(),
         message: e.to_string(),
     })?;
@@ -166,8 +166,7 @@ pub fn cut_points(
         context: path.display().to_string(),
         message: e.to_string(),
     };
-    let mut file = File::open(path).map_err(err)?;
-    let size = file.metadata().map_err(err)?.len();
+    let (mut file, size) = open_input(path).map_err(err)?;
     let mut cuts = vec![(0u64, 1u64)];
     if size <= target {
         return Ok(cuts);
@@ -345,7 +344,9 @@ impl ExecutionPlan for CsvScanExec {
     }
 }
 
-type CsvReader = datafusion::arrow::csv::Reader<BufReader<std::io::Take<File>>>;
+type CsvReader = datafusion::arrow::csv::Reader<
+    BufReader<std::io::Take<Box<dyn crate::remote_input::ReadSeek>>>,
+>;
 
 /// The part being read: its reader and where its lines start.
 struct Current {
@@ -411,7 +412,7 @@ impl PartsReader {
         })?;
         let io =
             |e: std::io::Error| DataFusionError::Execution(format!("{}: {e}", file.path.display()));
-        let mut f = File::open(&file.path).map_err(io)?;
+        let (mut f, _) = open_input(&file.path).map_err(io)?;
         let (start, end, first_line) = match part.range {
             PartRange::Bytes { start, end, line } => (start, end, line),
             _ => (0, file.size, 1),

@@ -62,6 +62,10 @@ pub fn session(opts: &SessionOptions) -> Result<SessionContext, PlanError> {
         let o = config.options_mut();
         o.execution.parquet.pushdown_filters = true;
         o.execution.parquet.reorder_filters = true;
+        // One 64 KiB read at a file's end holds most footers. DataFusion's
+        // default (512 KiB) fetches a small remote file whole just to read
+        // its footer, defeating row-group pruning.
+        o.execution.parquet.metadata_size_hint = Some(64 << 10);
         // The table provider cuts files itself, exactly as planned.
         o.optimizer.repartition_file_scans = false;
     }
@@ -82,6 +86,7 @@ pub fn session(opts: &SessionOptions) -> Result<SessionContext, PlanError> {
         local.as_ref(),
         Arc::new(super::store::InlineLocalStore::default()),
     );
+    crate::remote_input::register_stores(&runtime);
     let mut rules = PhysicalOptimizer::new().rules;
     if let Some(source) = &opts.chunked {
         let at = rules

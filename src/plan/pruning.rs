@@ -12,7 +12,7 @@ use datafusion::common::{Column, DFSchema, ScalarValue};
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
 use datafusion::logical_expr::{Expr, LogicalPlan};
 use datafusion::parquet::arrow::arrow_reader::statistics::StatisticsConverter;
-use datafusion::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use datafusion::parquet::file::metadata::ParquetMetaData;
 use datafusion::physical_expr::create_physical_expr;
 use datafusion::physical_expr::execution_props::ExecutionProps;
 use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
@@ -69,10 +69,7 @@ fn prune_table(table: &SourceTable, filters: &[Expr]) -> Result<(usize, usize, u
         .data;
     let (mut skipped, mut total, mut files_skipped) = (0, 0, 0);
     for f in &table.files {
-        let file = std::fs::File::open(&f.path).map_err(|e| e.to_string())?;
-        let meta = ParquetMetaDataReader::new()
-            .parse_and_finish(&file)
-            .map_err(|e| e.to_string())?;
+        let meta = super::sources::parquet_metadata(&f.path)?;
         let fm = meta.file_metadata();
         let schema: SchemaRef = Arc::new(
             datafusion::parquet::arrow::parquet_to_arrow_schema(

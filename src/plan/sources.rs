@@ -26,7 +26,7 @@ use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder};
 use datafusion::datasource::table_schema::TableSchema;
 use datafusion::execution::context::SessionContext;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
-use datafusion::parquet::file::metadata::ParquetMetaDataReader;
+use datafusion::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::empty::EmptyExec;
 use object_store::ObjectMeta;
@@ -133,12 +133,10 @@ impl SourceTable {
             .files
             .iter()
             .map(|f| {
-                std::fs::metadata(f)
-                    .map(|m| m.len())
-                    .map_err(|e| PlanError::Query {
-                        context: format!("{what}: {}", f.display()),
-                        message: e.to_string(),
-                    })
+                crate::remote_input::input_size(f).map_err(|e| PlanError::Query {
+                    context: format!("{what}: {}", f.display()),
+                    message: e.to_string(),
+                })
             })
             .collect::<Result<_, _>>()?;
         let (partition_fields, values) = partition_columns(src)?;
@@ -266,8 +264,9 @@ impl SourceTable {
                 part.file, self.name
             ))
         })?;
-        let location = object_store::path::Path::from_filesystem_path(&file.path)
-            .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+        let (_, location) = object_of(&file.path).map_err(|e| {
+            datafusion::error::DataFusionError::Execution(format!("{}: {e}", file.path.display()))
+        })?;
         let meta = ObjectMeta {
             location,
             last_modified: chrono_epoch(),
@@ -306,19 +305,28 @@ async fn infer(
     sizes: &[u64],
     what: &str,
 ) -> Result<SchemaRef, PlanError> {
+    let store_url = match files.first() {
+        Some(f) => {
+            object_of(f)
+                .map_err(|e| PlanError::Query {
+                    context: format!("{what}: {}", f.display()),
+                    message: e,
+                })?
+                .0
+        }
+        None => ObjectStoreUrl::local_filesystem(),
+    };
     let store = ctx
         .runtime_env()
-        .object_store(ObjectStoreUrl::local_filesystem())
+        .object_store(store_url)
         .map_err(query_err(what.to_string()))?;
     let metas = files
         .iter()
         .zip(sizes)
         .map(|(f, &size)| {
-            let location = object_store::path::Path::from_filesystem_path(f).map_err(|e| {
-                PlanError::Query {
-                    context: format!("{what}: {}", f.display()),
-                    message: e.to_string(),
-                }
+            let (_, location) = object_of(f).map_err(|e| PlanError::Query {
+                context: format!("{what}: {}", f.display()),
+                message: e,
             })?;
             Ok(ObjectMeta {
                 location,
@@ -349,10 +357,7 @@ fn read_footers(files: &[PathBuf]) -> Result<Vec<(Schema, Vec<RowGroup>)>, PlanE
                 context: format!("reading the Parquet footer of {}", path.display()),
                 message,
             };
-            let file = std::fs::File::open(path).map_err(|e| err(e.to_string()))?;
-            let meta = ParquetMetaDataReader::new()
-                .parse_and_finish(&file)
-                .map_err(|e| err(e.to_string()))?;
+            let meta = parquet_metadata(path).map_err(err)?;
             let fm = meta.file_metadata();
             let schema = datafusion::parquet::arrow::parquet_to_arrow_schema(
                 fm.schema_descr(),
@@ -370,6 +375,80 @@ fn read_footers(files: &[PathBuf]) -> Result<Vec<(Schema, Vec<RowGroup>)>, PlanE
             Ok((schema, groups))
         })
         .collect()
+}
+
+/// The footer of a Parquet file, local or in an object store (where only
+/// the footer's bytes are fetched).
+/// A remote footer is fetched once per process (planning reads it for the
+/// row groups and again for pruning).
+pub(super) fn parquet_metadata(path: &Path) -> Result<Arc<ParquetMetaData>, String> {
+    static REMOTE: std::sync::LazyLock<
+        std::sync::Mutex<std::collections::HashMap<String, Arc<ParquetMetaData>>>,
+    > = std::sync::LazyLock::new(Default::default);
+    let Some(url) = path.to_str().filter(|u| crate::remote_input::is_url(u)) else {
+        let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+        return ParquetMetaDataReader::new()
+            .parse_and_finish(&file)
+            .map(Arc::new)
+            .map_err(|e| e.to_string());
+    };
+    let cached = REMOTE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(url)
+        .cloned();
+    if let Some(m) = cached {
+        return Ok(m);
+    }
+    let meta = Arc::new(remote_parquet_metadata(path, url)?);
+    REMOTE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(url.to_string(), Arc::clone(&meta));
+    Ok(meta)
+}
+
+fn remote_parquet_metadata(path: &Path, url: &str) -> Result<ParquetMetaData, String> {
+    let size = crate::remote_input::input_size(path).map_err(|e| e.to_string())?;
+    if size < 8 {
+        return Err(format!("{size} bytes is too small for a Parquet file"));
+    }
+    // The footer's length is in the last 8 bytes; a 16 KiB suffix holds
+    // most footers, so one request usually suffices.
+    let guess = size.min(16 << 10);
+    let mut tail =
+        crate::remote_input::read_range(url, size - guess..size).map_err(|e| e.to_string())?;
+    let footer = &tail[tail.len() - 8..];
+    if &footer[4..] != b"PAR1" {
+        return Err("not a Parquet file (no PAR1 magic at its end)".into());
+    }
+    let len = u64::from(u32::from_le_bytes([
+        footer[0], footer[1], footer[2], footer[3],
+    ])) + 8;
+    if len > size {
+        return Err(format!(
+            "footer length {len} is more than the file's {size} bytes"
+        ));
+    }
+    if len > guess {
+        tail = crate::remote_input::read_range(url, size - len..size).map_err(|e| e.to_string())?;
+    }
+    let start = tail.len() - len as usize;
+    ParquetMetaDataReader::decode_metadata(&tail[start..tail.len() - 8]).map_err(|e| e.to_string())
+}
+
+/// Where DataFusion finds an input file: its store and its path there.
+pub(super) fn object_of(path: &Path) -> Result<(ObjectStoreUrl, object_store::path::Path), String> {
+    match path.to_str().filter(|u| crate::remote_input::is_url(u)) {
+        Some(url) => Ok((
+            crate::remote_input::store_url(url)?,
+            crate::remote_input::location(url)?,
+        )),
+        None => Ok((
+            ObjectStoreUrl::local_filesystem(),
+            object_store::path::Path::from_filesystem_path(path).map_err(|e| e.to_string())?,
+        )),
+    }
 }
 
 /// Every file must hold the same columns (by name) with the same types as the
@@ -665,7 +744,20 @@ impl TableProvider for FilesTable {
                     .map(FileGroup::new)
             })
             .collect::<DfResult<Vec<_>>>()?;
-        let config = FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), source)
+        let store_url = match self.table.files.first() {
+            Some(f) => {
+                object_of(&f.path)
+                    .map_err(|e| {
+                        datafusion::error::DataFusionError::Execution(format!(
+                            "{}: {e}",
+                            f.path.display()
+                        ))
+                    })?
+                    .0
+            }
+            None => ObjectStoreUrl::local_filesystem(),
+        };
+        let config = FileScanConfigBuilder::new(store_url, source)
             .with_file_groups(file_groups)
             .with_projection_indices(projection.cloned())?
             .with_limit(limit)

@@ -21,6 +21,8 @@ const SOURCE_KEYS: &[&str] = &[
     "header",
     "null_values",
     "chunk",
+    "storage",
+    "fingerprint",
 ];
 const CSV_KEYS: &[&str] = &["delimiter", "header", "null_values"];
 const SPLIT_KEYS: &[&str] = &["key", "weights", "stats_from"];
@@ -319,6 +321,48 @@ fn read_source(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Source, Spe
         Some(owned) => owned.item().boolean(ctx)?,
         None => false,
     };
+    let remote = crate::remote_input::is_url(&path);
+    let mut storage = Vec::new();
+    if let Some(owned) = map.get_some("storage") {
+        if !remote {
+            return Err(ctx.error(
+                &owned.path,
+                owned.key_line,
+                "storage options apply to sources in an object store (an s3://, gs://, az:// \
+                 or http(s):// path)"
+                    .to_string(),
+            ));
+        }
+        let opts = owned.item().any_map(ctx)?;
+        for entry in opts.entries {
+            let owned = opts.owned(entry);
+            let value = owned.item();
+            // `allow_http: true` and `timeout: 30` read as the store reads them.
+            let text = if let Ok(b) = value.boolean(ctx) {
+                b.to_string()
+            } else if let Ok(i) = value.integer(ctx) {
+                i.to_string()
+            } else {
+                value.text(ctx)?.to_string()
+            };
+            storage.push((entry.key.clone(), text));
+        }
+        storage.sort();
+    }
+    let hash_bytes = match map.get_some("fingerprint") {
+        Some(owned) => match owned.item().string(ctx)? {
+            "metadata" => false,
+            "bytes" => true,
+            other => {
+                return Err(ctx.error(
+                    &owned.path,
+                    owned.key_line,
+                    format!("fingerprint is \"metadata\" or \"bytes\", not {other:?}"),
+                ));
+            }
+        },
+        None => false,
+    };
 
     Ok(Source {
         name: name.to_string(),
@@ -330,6 +374,8 @@ fn read_source(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Source, Spe
         csv,
         chunk,
         format_from_files: format.is_none(),
+        storage,
+        hash_bytes,
     })
 }
 

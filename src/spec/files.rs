@@ -36,57 +36,18 @@ pub(super) fn resolve_source(
             source.path
         )));
     }
-    if let Some((scheme, _)) = source.path.split_once("://")
-        && !scheme.is_empty()
-        && scheme
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
-    {
-        return Err(fail(format!(
-            "{:?} is a URL; sources are local files, globs or directories (copy the data \
-             to a local disk first)",
-            source.path
-        )));
-    }
-    let written = Path::new(&source.path);
-    let full = if written.is_absolute() {
-        written.to_path_buf()
+    let (mut files, is_dir, full, skipped) = if crate::remote_input::is_url(&source.path) {
+        let (urls, is_prefix) =
+            crate::remote_input::resolve(&source.path, &source.storage).map_err(&fail)?;
+        let full = PathBuf::from(source.path.trim_end_matches('/'));
+        (
+            urls.into_iter().map(PathBuf::from).collect::<Vec<_>>(),
+            is_prefix,
+            full,
+            Vec::new(),
+        )
     } else {
-        spec_dir.join(written)
-    };
-
-    let kind = PathKind::of(&full);
-    let is_dir = matches!(kind, PathKind::Dir);
-    // Devices, fifos and sockets a glob or a directory walk passes over: named
-    // when nothing else is found, so "matches no files" does not mislead.
-    let mut skipped = Vec::new();
-    let mut files = if is_glob(&source.path) {
-        glob_files(&full, spec_dir, written.is_absolute(), &mut skipped).map_err(&fail)?
-    } else if is_dir {
-        walk_dir(&full, &mut skipped).map_err(&fail)?
-    } else {
-        match kind {
-            PathKind::File => vec![full.clone()],
-            PathKind::Missing => {
-                let tilde = if source.path.starts_with('~') {
-                    "; `~` is not expanded, write the home directory out"
-                } else {
-                    ""
-                };
-                return Err(fail(format!(
-                    "no such file or directory: {} (relative paths start at the spec's directory, {}{tilde})",
-                    full.display(),
-                    spec_dir.display()
-                )));
-            }
-            other => {
-                return Err(fail(format!(
-                    "{} {}; a source is a data file, a glob or a directory",
-                    full.display(),
-                    other.describe()
-                )));
-            }
-        }
+        local_files(source, spec_dir).map_err(&fail)?
     };
     files.sort();
     files.dedup();
@@ -146,6 +107,83 @@ pub(super) fn resolve_source(
     source.partition_columns = partitions;
     source.partition_values = values;
     Ok(())
+}
+
+/// The local files of a source path (a file, glob or directory, or a
+/// `file://` URL of one), whether it is a directory, its full path, and the
+/// non-files a walk passed over.
+#[allow(clippy::type_complexity)]
+fn local_files(
+    source: &Source,
+    spec_dir: &Path,
+) -> Result<(Vec<PathBuf>, bool, PathBuf, Vec<String>), String> {
+    let path = match source.path.split_once("://") {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("file") => {
+            let rest = rest.strip_prefix("localhost").unwrap_or(rest);
+            if !rest.starts_with('/') {
+                return Err(format!(
+                    "{:?}: a file URL needs an absolute path (file:///data/x.parquet)",
+                    source.path
+                ));
+            }
+            rest.to_string()
+        }
+        Some((scheme, _))
+            if !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) =>
+        {
+            return Err(format!(
+                "{:?} is a URL of an unknown scheme {scheme:?}; sources are local paths, \
+                 file:// URLs, or object-store URLs ({})",
+                source.path,
+                tessera_reader::STORE_SCHEMES.join(", ")
+            ));
+        }
+        _ => source.path.clone(),
+    };
+    let written = Path::new(&path);
+    let full = if written.is_absolute() {
+        written.to_path_buf()
+    } else {
+        spec_dir.join(written)
+    };
+
+    let kind = PathKind::of(&full);
+    let is_dir = matches!(kind, PathKind::Dir);
+    // Devices, fifos and sockets a glob or a directory walk passes over: named
+    // when nothing else is found, so "matches no files" does not mislead.
+    let mut skipped = Vec::new();
+    let files = if is_glob(&path) {
+        glob_files(&full, spec_dir, written.is_absolute(), &mut skipped)?
+    } else if is_dir {
+        walk_dir(&full, &mut skipped)?
+    } else {
+        match kind {
+            PathKind::File => vec![full.clone()],
+            PathKind::Missing => {
+                let tilde = if path.starts_with('~') {
+                    "; `~` is not expanded, write the home directory out"
+                } else {
+                    ""
+                };
+                return Err(format!(
+                    "no such file or directory: {} (relative paths start at the spec's directory, {}{tilde})",
+                    full.display(),
+                    spec_dir.display()
+                ));
+            }
+            other => {
+                return Err(format!(
+                    "{} {}; a source is a data file, a glob or a directory",
+                    full.display(),
+                    other.describe()
+                ));
+            }
+        }
+    };
+    Ok((files, is_dir, full, skipped))
 }
 
 fn is_glob(path: &str) -> bool {

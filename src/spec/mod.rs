@@ -109,6 +109,13 @@ pub struct Source {
     /// [`Spec::resolve_files`] takes it from the matched files' extensions
     /// (until then `format` holds a placeholder).
     pub format_from_files: bool,
+    /// Object-store options for a source in an object store (`storage:`),
+    /// sorted by key: object_store's configuration keys such as `endpoint`,
+    /// `region`, `allow_http`, on top of the environment's.
+    pub storage: Vec<(String, String)>,
+    /// `fingerprint: bytes`: hash a remote source's bytes rather than trust
+    /// the store's ETag or version id (local files are always hashed).
+    pub hash_bytes: bool,
 }
 
 /// Output order.

@@ -19,7 +19,7 @@ mod push;
 mod store;
 
 pub use push::{PushOptions, PushReport, push};
-pub use store::RemoteStore;
+pub use store::{RemoteStore, io_runtime, object_store_for};
 
 use crate::error::{Error, Result};
 use crate::manifest::{MANIFEST_FILE, MAX_MANIFEST_BYTES, Manifest};

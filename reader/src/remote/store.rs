@@ -57,85 +57,12 @@ impl RemoteStore {
     /// then `options` (object_store's configuration keys).
     pub fn new(url: &str, options: &[(String, String)]) -> Result<Self> {
         let url = url.trim_end_matches('/').to_owned();
-        let bad = |reason: String| Error::Remote {
-            url: url.clone(),
-            reason,
-        };
-        let parsed = url::Url::parse(&url).map_err(|e| bad(format!("not a URL: {e}")))?;
-        let (scheme, path) =
-            ObjectStoreScheme::parse(&parsed).map_err(|e| bad(format!("unsupported URL: {e}")))?;
-        let retry = RetryConfig {
-            backoff: BackoffConfig {
-                init_backoff: Duration::from_millis(100),
-                max_backoff: Duration::from_secs(5),
-                base: 2.0,
-            },
-            max_retries: 5,
-            retry_timeout: Duration::from_secs(30),
-        };
-        let unknown = |k: &str| bad(format!("unknown storage option {k:?}"));
-        let store: Arc<dyn ObjectStore> = match scheme {
-            ObjectStoreScheme::AmazonS3 => {
-                use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
-                let mut b = AmazonS3Builder::from_env().with_url(url.as_str());
-                for (k, v) in options {
-                    let key = AmazonS3ConfigKey::from_str(k).map_err(|_| unknown(k))?;
-                    b = b.with_config(key, v);
-                }
-                Arc::new(
-                    b.with_retry(retry)
-                        .build()
-                        .map_err(|e| bad(e.to_string()))?,
-                )
-            }
-            ObjectStoreScheme::GoogleCloudStorage => {
-                use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
-                let mut b = GoogleCloudStorageBuilder::from_env().with_url(url.as_str());
-                for (k, v) in options {
-                    let key = GoogleConfigKey::from_str(k).map_err(|_| unknown(k))?;
-                    b = b.with_config(key, v);
-                }
-                Arc::new(
-                    b.with_retry(retry)
-                        .build()
-                        .map_err(|e| bad(e.to_string()))?,
-                )
-            }
-            ObjectStoreScheme::MicrosoftAzure => {
-                use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
-                let mut b = MicrosoftAzureBuilder::from_env().with_url(url.as_str());
-                for (k, v) in options {
-                    let key = AzureConfigKey::from_str(k).map_err(|_| unknown(k))?;
-                    b = b.with_config(key, v);
-                }
-                Arc::new(
-                    b.with_retry(retry)
-                        .build()
-                        .map_err(|e| bad(e.to_string()))?,
-                )
-            }
-            ObjectStoreScheme::Http => {
-                use object_store::client::ClientConfigKey;
-                use object_store::http::HttpBuilder;
-                let base = &parsed[..url::Position::BeforePath];
-                let mut client = ClientOptions::new();
-                for (k, v) in options {
-                    let key = ClientConfigKey::from_str(k).map_err(|_| unknown(k))?;
-                    client = client.with_config(key, v);
-                }
-                let b = HttpBuilder::new()
-                    .with_url(base)
-                    .with_client_options(client)
-                    .with_retry(retry);
-                Arc::new(b.build().map_err(|e| bad(e.to_string()))?)
-            }
-            other => return Err(bad(format!("{other:?} URLs are not object stores here"))),
-        };
+        let (store, path) = object_store_for(&url, options)?;
         Ok(RemoteStore {
             prefix: path,
             url,
             store,
-            rt: runtime()?,
+            rt: io_runtime()?,
         })
     }
 
@@ -355,7 +282,7 @@ fn read_full(mut f: &std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
 /// The process's I/O runtime. A runtime inherited through `fork()` (a
 /// PyTorch DataLoader worker) has no threads left, so a child process makes
 /// its own.
-fn runtime() -> Result<Arc<Runtime>> {
+pub fn io_runtime() -> Result<Arc<Runtime>> {
     static RT: Mutex<Option<(u32, Arc<Runtime>)>> = Mutex::new(None);
     let pid = std::process::id();
     let mut slot = RT.lock().unwrap_or_else(PoisonError::into_inner);
@@ -377,4 +304,90 @@ fn runtime() -> Result<Arc<Runtime>> {
     let rt = Arc::new(rt);
     *slot = Some((pid, Arc::clone(&rt)));
     Ok(rt)
+}
+
+/// The store that holds `url` and the path of `url` in it, configured from
+/// the environment (`AWS_*`, `GOOGLE_*`, `AZURE_*`) and then `options`
+/// (object_store's configuration keys, such as `endpoint`, `region`,
+/// `allow_http`). Requests are retried with exponential backoff.
+pub fn object_store_for(
+    url: &str,
+    options: &[(String, String)],
+) -> Result<(Arc<dyn ObjectStore>, ObjectPath)> {
+    let url = url.to_owned();
+    let bad = |reason: String| Error::Remote {
+        url: url.clone(),
+        reason,
+    };
+    let parsed = url::Url::parse(&url).map_err(|e| bad(format!("not a URL: {e}")))?;
+    let (scheme, path) =
+        ObjectStoreScheme::parse(&parsed).map_err(|e| bad(format!("unsupported URL: {e}")))?;
+    let retry = RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(5),
+            base: 2.0,
+        },
+        max_retries: 5,
+        retry_timeout: Duration::from_secs(30),
+    };
+    let unknown = |k: &str| bad(format!("unknown storage option {k:?}"));
+    let store: Arc<dyn ObjectStore> = match scheme {
+        ObjectStoreScheme::AmazonS3 => {
+            use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+            let mut b = AmazonS3Builder::from_env().with_url(url.as_str());
+            for (k, v) in options {
+                let key = AmazonS3ConfigKey::from_str(k).map_err(|_| unknown(k))?;
+                b = b.with_config(key, v);
+            }
+            Arc::new(
+                b.with_retry(retry)
+                    .build()
+                    .map_err(|e| bad(e.to_string()))?,
+            )
+        }
+        ObjectStoreScheme::GoogleCloudStorage => {
+            use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+            let mut b = GoogleCloudStorageBuilder::from_env().with_url(url.as_str());
+            for (k, v) in options {
+                let key = GoogleConfigKey::from_str(k).map_err(|_| unknown(k))?;
+                b = b.with_config(key, v);
+            }
+            Arc::new(
+                b.with_retry(retry)
+                    .build()
+                    .map_err(|e| bad(e.to_string()))?,
+            )
+        }
+        ObjectStoreScheme::MicrosoftAzure => {
+            use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+            let mut b = MicrosoftAzureBuilder::from_env().with_url(url.as_str());
+            for (k, v) in options {
+                let key = AzureConfigKey::from_str(k).map_err(|_| unknown(k))?;
+                b = b.with_config(key, v);
+            }
+            Arc::new(
+                b.with_retry(retry)
+                    .build()
+                    .map_err(|e| bad(e.to_string()))?,
+            )
+        }
+        ObjectStoreScheme::Http => {
+            use object_store::client::ClientConfigKey;
+            use object_store::http::HttpBuilder;
+            let base = &parsed[..url::Position::BeforePath];
+            let mut client = ClientOptions::new();
+            for (k, v) in options {
+                let key = ClientConfigKey::from_str(k).map_err(|_| unknown(k))?;
+                client = client.with_config(key, v);
+            }
+            let b = HttpBuilder::new()
+                .with_url(base)
+                .with_client_options(client)
+                .with_retry(retry);
+            Arc::new(b.build().map_err(|e| bad(e.to_string()))?)
+        }
+        other => return Err(bad(format!("{other:?} URLs are not object stores here"))),
+    };
+    Ok((store, path))
 }
