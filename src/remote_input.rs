@@ -62,10 +62,13 @@ impl RemoteObject {
     }
 }
 
+/// Store options, as `(key, value)` pairs sorted by key.
+type Options = Vec<(String, String)>;
+
 #[derive(Default)]
 struct Registry {
     /// Base URL (`s3://bucket`) -> its store and the options it was built with.
-    stores: HashMap<String, (Arc<InputStore>, Vec<(String, String)>)>,
+    stores: HashMap<String, (Arc<InputStore>, Options)>,
     /// Object URL -> what the listing said.
     objects: HashMap<String, RemoteObject>,
 }

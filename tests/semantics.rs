@@ -645,6 +645,7 @@ fn an_input_changed_after_hashing_is_not_published() {
             source: "t".into(),
             root: fx.root.clone(),
             files: vec![p.clone()],
+            hash_bytes: false,
         }],
         &mut StatCache::in_memory(),
     )
