@@ -150,6 +150,21 @@ fn store(base: &str, options: &[(String, String)]) -> Result<Arc<InputStore>, St
     Ok(s)
 }
 
+/// Adds what to do to a store error that comes from missing credentials
+/// (object_store then asks the cloud's instance metadata service).
+fn explain(pattern: &str, e: String) -> String {
+    if e.contains("169.254.169.254") || e.contains("metadata.google.internal") {
+        format!(
+            "{pattern}: no credentials for the store ({e}); set them in the environment \
+             (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, GOOGLE_SERVICE_ACCOUNT, \
+             AZURE_STORAGE_ACCOUNT_KEY, ...) or in the source's storage: options, or give \
+             `skip_signature: true` for a public bucket"
+        )
+    } else {
+        format!("{pattern}: {e}")
+    }
+}
+
 fn store_of(url: &str) -> io::Result<(Arc<InputStore>, ObjectPath)> {
     let (base, key) = split_url(url).map_err(io::Error::other)?;
     let s = registry()
@@ -211,7 +226,7 @@ pub fn resolve(pattern: &str, options: &[(String, String)]) -> Result<(Vec<Strin
                 require_literal_separator: true,
                 require_literal_leading_dot: true,
             };
-            let all = s.list_all(prefix).map_err(|e| format!("{pattern}: {e}"))?;
+            let all = s.list_all(prefix).map_err(|e| explain(pattern, e))?;
             let hit = all
                 .into_iter()
                 .filter(|m| pat.matches_with(m.location.as_ref(), opts))
@@ -232,7 +247,7 @@ pub fn resolve(pattern: &str, options: &[(String, String)]) -> Result<(Vec<Strin
                     return Err(format!("{pattern}: no such object"));
                 }
                 None => {
-                    let all = s.list_all(trimmed).map_err(|e| format!("{pattern}: {e}"))?;
+                    let all = s.list_all(trimmed).map_err(|e| explain(pattern, e))?;
                     // Hidden and `_`-prefixed entries (markers such as
                     // `_SUCCESS`) are skipped, as in a local directory.
                     let keep = all
