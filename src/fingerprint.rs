@@ -731,9 +731,6 @@ pub fn manifest_inputs(inputs: &[InputFile]) -> serde_json::Value {
                     _ => ("blake3", f.blake3.as_str()),
                 };
                 entry[key] = serde_json::Value::from(value);
-                if crate::remote_input::is_remote(&f.path) {
-                    entry["url"] = serde_json::Value::from(f.path.to_string_lossy());
-                }
                 entry
             })
             .collect(),

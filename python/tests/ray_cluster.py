@@ -5,8 +5,11 @@ interface), so that no Ray traffic leaves the machine's loopback.
 
     python ray_cluster.py SPEC CACHE_DIR RESULT_JSON
 
-Starts SeaweedFS (an S3 server) and a head and two worker nodes (``ray start
---block``, one CPU each), each in its own process group; builds SPEC into
+Starts SeaweedFS (an S3 server), copies SPEC's ``data/*.parquet`` into it
+(the nodes read the inputs from the bucket, hashing their bytes, so the
+artifact is the one a local build of SPEC makes), and a head and two worker
+nodes (``ray start --block``, one CPU each), each in its own process group;
+builds SPEC into
 CACHE_DIR with ``tessera.ray.build``, published to the S3 server too; kills
 worker node ``b`` (SIGKILL to its whole process group) as soon as two tasks
 have written their outputs; after the build, builds again (a cache hit).
@@ -66,6 +69,37 @@ def alive_nodes(ray: Any) -> List[str]:
     return sorted(k for n in ray.nodes() if n["Alive"] for k in n["Resources"] if k in ("a", "b", "head"))
 
 
+def upload_inputs(s3: Any, spec: str) -> str:
+    """Copies the spec's ``data/*.parquet`` into the bucket and writes a
+    spec that reads them from there, hashing their bytes (so the artifact is
+    the local build's, byte for byte). Returns the new spec's path."""
+    import pyarrow.fs as pafs
+
+    from s3 import KEY_ID, SECRET
+
+    fs = pafs.S3FileSystem(
+        access_key=KEY_ID,
+        secret_key=SECRET,
+        endpoint_override=s3.endpoint.removeprefix("http://"),
+        scheme="http",
+        region="us-east-1",
+    )
+    root = os.path.dirname(os.path.abspath(spec))
+    url = s3.url("ray-input")
+    bucket_path = url.removeprefix("s3://")
+    for name in sorted(os.listdir(os.path.join(root, "data"))):
+        with open(os.path.join(root, "data", name), "rb") as src, fs.open_output_stream(f"{bucket_path}/{name}") as dst:
+            dst.write(src.read())
+    with open(spec) as f:
+        text = f.read()
+    local = "t: { path: data/*.parquet }"
+    assert local in text, text
+    remote = os.path.join(root, "spec-s3.yaml")
+    with open(remote, "w") as f:
+        f.write(text.replace(local, f't: {{ path: "{url}/*.parquet", fingerprint: bytes }}'))
+    return remote
+
+
 def main() -> None:
     spec, cache_dir, result_path = sys.argv[1:4]
     # Inside a network namespace of its own, with only loopback: no token
@@ -79,6 +113,8 @@ def main() -> None:
 
     s3 = S3Server()
     os.environ.update(s3.env())
+    # The inputs live in the bucket too: every node reads them from there.
+    spec = upload_inputs(s3, spec)
     try:
         import ray
 
