@@ -65,7 +65,9 @@ enum Command {
         /// Artifact cache directory.
         #[arg(long)]
         cache_dir: Option<PathBuf>,
-        /// Where the tasks write their outputs (default: under the cache's tmp/).
+        /// Where the tasks write their outputs (default: under the cache's
+        /// tmp/): a directory every node sees, or an object-store URL
+        /// (s3://bucket/tmp/run1), so that the nodes share no file system.
         #[arg(long)]
         work_dir: Option<PathBuf>,
         /// Memory limit of every task, e.g. 2GiB.

@@ -384,3 +384,148 @@ fn bad_object_store_paths_name_the_key_and_the_url() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("sources.t.storage"), "{}", stderr(&o));
 }
+
+/// The names of the objects below `url`.
+fn list(endpoint: &str, url: &str) -> Vec<String> {
+    let (store, prefix) =
+        tessera_reader::remote::object_store_for(url, &storage_options(endpoint)).expect("store");
+    let rt = tessera_reader::remote::io_runtime().expect("runtime");
+    rt.block_on(async {
+        use futures::StreamExt;
+        let mut out = Vec::new();
+        let mut s = store.list(Some(&prefix));
+        while let Some(m) = s.next().await {
+            out.push(m.expect("listing").location.to_string());
+        }
+        out
+    })
+}
+
+#[test]
+fn a_work_directory_in_the_bucket_needs_no_shared_files() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let server = S3Server::start();
+    let ep = server.endpoint();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path();
+    write_parquet(&root.join("data"), &rows(60_000, 8), 3, 5000);
+    upload(&ep, &root.join("data"), &server.url("raw/t"));
+    let body = |path: &str| {
+        format!(
+            "version: 1\nname: w\nsources:\n  t: {{ path: \"{path}\" }}\nfilter: \"day >= 3\"\n{FIELDS}  \nchunks: {{ target_bytes: 64KiB }}\n"
+        )
+        .replace(
+            "fields:\n  id:",
+            "fields:\n  xs: { dtype: f32, column: x, fill_null: 0, transform: standardize }\n  id:",
+        )
+    };
+    let local = root.join("local.yaml");
+    std::fs::write(&local, body("data/*.parquet")).expect("spec");
+    let a = build(&ep, &local, &root.join("cache-a"));
+
+    // Planned on one "machine"; the spec file is gone before any task runs,
+    // and tasks and commit use other directories: only the bucket is shared.
+    let planning = root.join("planner");
+    std::fs::create_dir_all(&planning).expect("dir");
+    let spec = planning.join("remote.yaml");
+    std::fs::write(&spec, body(&format!("{}/*.parquet", server.url("raw/t")))).expect("spec");
+    let work = server.url("work/run1");
+    let o = run_s3(
+        &ep,
+        &[
+            "plan",
+            &spec.display().to_string(),
+            "--cache-dir",
+            &planning.join("cache").display().to_string(),
+            "--work-dir",
+            &work,
+            "--json",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let plan: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("plan");
+    assert_eq!(plan["work_dir"], work.as_str());
+    assert_eq!(plan["decision"]["plan"], "chunked");
+    std::fs::remove_dir_all(&planning).expect("rm");
+    let plan_url = format!("{work}/plan.json");
+    let ids: Vec<String> = plan["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .filter_map(|t| t["id"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        ids.iter().filter(|i| i.starts_with("shard-")).count() >= 3,
+        "{ids:?}"
+    );
+    // A shard task before the freeze names what it waits for.
+    let early = ids.iter().find(|i| i.starts_with("shard-")).expect("shard");
+    let o = run_s3(&ep, &["task", &plan_url, early]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("frozen.json") && stderr(&o).contains("freeze"),
+        "{}",
+        stderr(&o)
+    );
+    for stage in ["stats-", "freeze", "shard-"] {
+        let mut args = vec!["task", plan_url.as_str()];
+        args.extend(
+            ids.iter()
+                .filter(|i| i.starts_with(stage))
+                .map(String::as_str),
+        );
+        let o = run_s3(&ep, &args);
+        assert!(o.status.success(), "{stage}: {}", stderr(&o));
+    }
+    // A retried shard task rewrites the same objects.
+    let o = run_s3(&ep, &["task", &plan_url, early]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(list(&ep, &work).iter().any(|k| k.contains("/shards/")));
+    let o = run_s3(&ep, &["commit", &plan_url, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let c = Built {
+        json: serde_json::from_str(&stdout(&o)).expect("json"),
+    };
+    assert_eq!(c.json["rows"], a.json["rows"]);
+    assert_eq!(c.shard_hashes(), a.shard_hashes());
+    assert!(list(&ep, &work).is_empty(), "{:?}", list(&ep, &work));
+
+    // A global query is one task, through the bucket too.
+    let global = |path: &str| {
+        format!(
+            "version: 1\nname: g\nsources:\n  t: {{ path: \"{path}\" }}\nquery: SELECT day, count(*) AS n, min(id) AS id FROM t GROUP BY day\nfields:\n  day: {{ dtype: i32, column: day }}\n  n: {{ dtype: i64, column: n }}\n  id: {{ dtype: i64, column: id }}\n"
+        )
+    };
+    let gl = root.join("global-local.yaml");
+    std::fs::write(&gl, global("data/*.parquet")).expect("spec");
+    let ga = build(&ep, &gl, &root.join("cache-a"));
+    let gr = root.join("global-remote.yaml");
+    std::fs::write(&gr, global(&format!("{}/*.parquet", server.url("raw/t")))).expect("spec");
+    let gwork = server.url("work/global");
+    let o = run_s3(
+        &ep,
+        &[
+            "plan",
+            &gr.display().to_string(),
+            "--cache-dir",
+            &root.join("cache-g").display().to_string(),
+            "--work-dir",
+            &gwork,
+            "--json",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let gplan: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("plan");
+    assert_eq!(gplan["decision"]["plan"], "global");
+    let gplan_url = format!("{gwork}/plan.json");
+    let o = run_s3(&ep, &["task", &gplan_url, "global"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run_s3(&ep, &["commit", &gplan_url, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let gc = Built {
+        json: serde_json::from_str(&stdout(&o)).expect("json"),
+    };
+    assert_eq!(gc.json["rows"], ga.json["rows"]);
+    assert_eq!(gc.shard_hashes(), ga.shard_hashes());
+    assert!(list(&ep, &gwork).is_empty());
+}

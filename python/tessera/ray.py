@@ -93,9 +93,12 @@ def build(
     """Builds ``spec`` with its tasks run on a Ray cluster; returns the report.
 
     ``address`` is passed to ``ray.init`` when Ray is not initialized yet
-    (``None``: a local Ray, or ``RAY_ADDRESS``). ``cache_dir`` and
-    ``work_dir`` must be reachable by every node at the same path (the work
-    directory defaults to one under the cache's ``tmp/``). ``threads`` and
+    (``None``: a local Ray, or ``RAY_ADDRESS``). ``work_dir`` is where tasks
+    leave their outputs: an object-store URL (``"s3://bucket/tmp/run1"``,
+    credentials from the environment, which Ray's nodes must share), so the
+    nodes need no shared file system, or a directory every node sees at the
+    same path (default: one under the cache's ``tmp/``). The commit runs on
+    the driver, into ``cache_dir``. ``threads`` and
     ``memory_limit`` (e.g. ``"2GiB"``) are those of a global query's single
     task; chunk tasks run on one core each. At most ``max_in_flight`` tasks
     are submitted at once (default: twice the cluster's CPUs). A task whose
@@ -118,7 +121,8 @@ def build(
     t0 = time.monotonic()
     cmd = [exe, "plan", spec_path, "--json", *common]
     if work_dir is not None:
-        cmd += ["--work-dir", os.path.abspath(os.fspath(work_dir))]
+        wd = os.fspath(work_dir)
+        cmd += ["--work-dir", wd if "://" in wd else os.path.abspath(wd)]
     if threads is not None:
         cmd += ["--threads", str(int(threads))]
     if memory_limit is not None:
@@ -138,7 +142,7 @@ def build(
             if p.returncode != 0:
                 raise BuildError(f"placing the artifact at {output} failed:\n{p.stderr.strip()}", spec=spec_path, returncode=p.returncode, stderr=p.stderr)
     else:
-        plan_file = os.path.join(plan["work_dir"], "plan.json")
+        plan_file = plan["work_dir"].rstrip("/") + "/plan.json"
         ran = _run_on_ray(exe, plan, plan_file, address, max_in_flight, retries, progress, seconds)
         t1 = time.monotonic()
         cmd = [exe, "commit", plan_file, "--json"]

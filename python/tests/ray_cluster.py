@@ -69,21 +69,25 @@ def alive_nodes(ray: Any) -> List[str]:
     return sorted(k for n in ray.nodes() if n["Alive"] for k in n["Resources"] if k in ("a", "b", "head"))
 
 
-def upload_inputs(s3: Any, spec: str) -> str:
-    """Copies the spec's ``data/*.parquet`` into the bucket and writes a
-    spec that reads them from there, hashing their bytes (so the artifact is
-    the local build's, byte for byte). Returns the new spec's path."""
+def s3_fs(s3: Any) -> Any:
     import pyarrow.fs as pafs
 
     from s3 import KEY_ID, SECRET
 
-    fs = pafs.S3FileSystem(
+    return pafs.S3FileSystem(
         access_key=KEY_ID,
         secret_key=SECRET,
         endpoint_override=s3.endpoint.removeprefix("http://"),
         scheme="http",
         region="us-east-1",
     )
+
+
+def upload_inputs(s3: Any, spec: str) -> str:
+    """Copies the spec's ``data/*.parquet`` into the bucket and writes a
+    spec that reads them from there, hashing their bytes (so the artifact is
+    the local build's, byte for byte). Returns the new spec's path."""
+    fs = s3_fs(s3)
     root = os.path.dirname(os.path.abspath(spec))
     url = s3.url("ray-input")
     bucket_path = url.removeprefix("s3://")
@@ -140,16 +144,20 @@ def main() -> None:
         result["node_ips"] = sorted({n["NodeManagerAddress"] for n in ray.nodes()})
 
         # Kill node b once two tasks have written their outputs, while the
-        # rest are running or queued.
-        work = os.path.join(cache_dir, "tmp")
+        # rest are running or queued. The work directory is in the bucket:
+        # the nodes share nothing but the store.
+        work = s3.url("ray-work")
+        fs = s3_fs(s3)
         killed: Dict[str, Any] = {}
 
         def killer() -> None:
+            import pyarrow.fs as pafs
+
             deadline = time.monotonic() + 120
+            selector = pafs.FileSelector(work.removeprefix("s3://"), recursive=True, allow_not_found=True)
             while time.monotonic() < deadline and "at" not in killed:
-                outputs = 0
-                for root, _, files in os.walk(work):
-                    outputs += sum(1 for f in files if f.endswith(".json") and not f.startswith(".") and f != "plan.json")
+                infos = fs.get_file_info(selector)
+                outputs = sum(1 for i in infos if i.path.endswith(".json") and not i.path.endswith("/plan.json"))
                 if outputs >= 2:
                     killed["outputs_before"] = outputs
                     killed["at"] = time.monotonic()
@@ -161,7 +169,7 @@ def main() -> None:
         t.start()
         t0 = time.monotonic()
         url = s3.url("ray/clicks")
-        first = tray.build(spec, url, cache_dir=cache_dir, progress=False, retries=5)
+        first = tray.build(spec, url, cache_dir=cache_dir, work_dir=work, progress=False, retries=5)
         t.join(timeout=5)
         result["first"] = {"hash": first["hash"], "path": first["path"], "cache_hit": first["cache_hit"], "tasks": first["tasks"], "seconds": time.monotonic() - t0, "output": first.get("output")}
         # What the store holds, read back through the reader (verified).
@@ -175,6 +183,10 @@ def main() -> None:
         result["killed_before_end"] = "at" in killed and killed["at"] < t0 + result["first"]["seconds"]
         time.sleep(3)
         result["alive_after"] = alive_nodes(ray)
+        # The commit removed the work directory's objects.
+        import pyarrow.fs as pafs
+
+        result["work_left"] = [i.path for i in fs.get_file_info(pafs.FileSelector(work.removeprefix("s3://"), recursive=True, allow_not_found=True))]
         second = tray.build(spec, cache_dir=cache_dir, progress=False)
         result["second"] = {"hash": second["hash"], "path": second["path"], "cache_hit": second["cache_hit"], "tasks": second["tasks"]}
         ray.shutdown()

@@ -1,7 +1,9 @@
-"""tessera.ray on a real three-node Ray cluster on loopback, publishing to
-SeaweedFS: the same bytes as a local build although a worker node dies
-mid-build, the set in the store verified, and a second build of the same
-hash schedules nothing.
+"""tessera.ray on a real three-node Ray cluster on loopback, with SeaweedFS as
+the only thing the nodes share (the inputs, the tasks' work directory and the
+published set are in its bucket): the same bytes as a local build from local
+files although a worker node dies mid-build, the set in the store verified,
+the work directory emptied, and a second build of the same hash schedules
+nothing.
 
 The cluster runs in a network namespace of its own (``unshare -n``), where
 loopback is the only interface: Ray would otherwise move to the machine's
@@ -97,6 +99,8 @@ def test_three_nodes_a_killed_worker_the_local_bytes_and_a_cache_hit(tmp_path: P
     # Node b died while the build had tasks left to run, and stayed dead.
     assert r["killed_after_outputs"] is not None and r["killed_before_end"], r
     assert "b" not in r["alive_after"] and "a" in r["alive_after"], r
+    # The tasks' outputs went through the bucket, and the commit removed them.
+    assert r["work_left"] == [], r
     assert first["tasks"] > 10, r
     # Every shard and the manifest: the local build's bytes.
     assert digests(first["path"]) == digests(local_report["path"])

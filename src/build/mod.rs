@@ -14,6 +14,7 @@ mod frozen_file;
 mod job;
 mod resources;
 mod tasks;
+mod work_store;
 
 pub use job::VOCAB_INLINE;
 pub use resources::{BATCH_ROWS, default_memory_limit, fit_address_space, free_bytes};

@@ -16,6 +16,7 @@
 
 use super::job::{Commit, freeze};
 use super::resources::batch_rows;
+use super::work_store::{self, WorkStore};
 use super::{BuildError, BuildOptions, BuildReport, Prepared, layout_of, prepare};
 use crate::plan::{Chunk, Decision, EncodeOutput, PlanOptions, Planner, ScanMetrics, StatsPartial};
 use crate::transform::FrozenStats;
@@ -90,6 +91,10 @@ pub struct BuildPlan {
     /// the serving transform.
     #[serde(default)]
     pub query_columns: Option<serde_json::Value>,
+    /// The spec's text, for nodes that cannot read `spec` (a work directory
+    /// in an object store).
+    #[serde(default)]
+    pub spec_text: Option<String>,
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BuildError + '_ {
@@ -169,13 +174,19 @@ pub fn plan(
     work_dir: Option<&Path>,
     opts: &BuildOptions,
 ) -> Result<BuildPlan, BuildError> {
+    let work_dir_arg = work_dir;
     let Prepared {
         spec, cache, hash, ..
     } = prepare(spec_path, cache_dir)?;
     let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-    let work_dir = match work_dir {
-        Some(d) => abs(d),
-        None => cache.root().join("tmp").join(format!("{hash}.plan")),
+    let remote = match work_dir {
+        Some(d) if work_store::is_url(d) => Some(WorkStore::open(&d.to_string_lossy())?),
+        _ => None,
+    };
+    let work_dir = match (work_dir, &remote) {
+        (_, Some(ws)) => ws.local.clone(),
+        (Some(d), None) => abs(d),
+        (None, None) => cache.root().join("tmp").join(format!("{hash}.plan")),
     };
     let memory_limit = opts
         .memory_limit
@@ -200,6 +211,7 @@ pub fn plan(
         threads,
         tasks: Vec::new(),
         query_columns: None,
+        spec_text: std::fs::read_to_string(&spec.path).ok(),
     };
     if let Some(a) = cache.lookup(&hash)? {
         plan.cached = Some(a.path);
@@ -216,9 +228,97 @@ pub fn plan(
         .query_schema()
         .map(tessera_transform::serving::query_columns_json);
     plan.tasks = tasks_of(&plan);
+    if let (Some(ws), Some(d)) = (&remote, work_dir_arg) {
+        plan.work_dir = PathBuf::from(d.to_string_lossy().trim_end_matches('/'));
+        let text = serde_json::to_vec_pretty(&plan).unwrap_or_default();
+        write_atomic(&ws.local.join("plan.json"), &text)?;
+        ws.upload("plan.json")?;
+        return Ok(plan);
+    }
     let text = serde_json::to_vec_pretty(&plan).unwrap_or_default();
     write_atomic(&work_dir.join("plan.json"), &text)?;
     Ok(plan)
+}
+
+/// Reads the plan at `plan_path`, a file or an object-store URL (then its
+/// work directory is mirrored into a private local directory, which the
+/// returned plan uses, and a node without the spec file uses the plan's
+/// copy of it).
+fn open_plan(plan_path: &Path) -> Result<(BuildPlan, Option<WorkStore>), BuildError> {
+    if !work_store::is_url(plan_path) {
+        return Ok((BuildPlan::read(plan_path)?, None));
+    }
+    let text = plan_path.to_string_lossy();
+    let dir = text.strip_suffix("/plan.json").ok_or_else(|| {
+        BuildError::Other(format!(
+            "{text}: a plan in an object store is the work directory's plan.json"
+        ))
+    })?;
+    let ws = WorkStore::open(dir)?;
+    let local = ws.fetch("plan.json", "tessera plan")?;
+    let mut plan = BuildPlan::read(&local)?;
+    plan.work_dir = ws.local.clone();
+    if !plan.spec.is_file()
+        && let Some(text) = &plan.spec_text
+    {
+        let copy = ws.local.join("spec.yaml");
+        write_atomic(&copy, text.as_bytes())?;
+        plan.spec = copy;
+    }
+    Ok((plan, Some(ws)))
+}
+
+/// The work-directory files task `task` reads.
+fn inputs_of(plan: &BuildPlan, task: &Task) -> Vec<(String, String)> {
+    match task.kind {
+        TaskKind::Freeze => plan
+            .chunks
+            .iter()
+            .map(|c| {
+                (
+                    format!("stats/{:05}.json", c.index),
+                    format!("stats-{:05}", c.index),
+                )
+            })
+            .collect(),
+        TaskKind::Shard if plan.needs_stats => vec![("frozen.json".into(), "freeze".into())],
+        _ => Vec::new(),
+    }
+}
+
+/// The shard files an output file lists, relative to the work directory.
+fn shards_listed(outputs: &[EncodeOutput]) -> Vec<String> {
+    outputs
+        .iter()
+        .flat_map(|o| o.shards.iter().map(|(_, s)| format!("shards/{}", s.file)))
+        .collect()
+}
+
+/// Uploads what task `task` wrote: shards first, then the file that lists
+/// them (so a reader of the store never finds an output whose shards are
+/// missing).
+fn upload_outputs(ws: &WorkStore, plan: &BuildPlan, task: &Task) -> Result<(), BuildError> {
+    let c = task.chunk.unwrap_or(usize::MAX);
+    match task.kind {
+        TaskKind::Stats => ws.upload(&format!("stats/{c:05}.json")),
+        TaskKind::Freeze => ws.upload("frozen.json"),
+        TaskKind::Shard => {
+            let (out, _): (EncodeOutput, ScanMetrics) = read_json(&plan.output_path(c))?;
+            for rel in shards_listed(std::slice::from_ref(&out)) {
+                ws.upload(&rel)?;
+            }
+            ws.upload(&format!("outputs/{c:05}.json"))
+        }
+        TaskKind::Global => {
+            let g: GlobalOutput = read_json(&plan.global_path())?;
+            let outs: Vec<EncodeOutput> = g.outputs.into_iter().map(|(o, _)| o).collect();
+            for rel in shards_listed(&outs) {
+                ws.upload(&rel)?;
+            }
+            ws.upload("frozen.json")?;
+            ws.upload("outputs/global.json")
+        }
+    }
 }
 
 fn tasks_of(plan: &BuildPlan) -> Vec<Task> {
@@ -309,7 +409,7 @@ pub fn run_task(plan_path: &Path, id: &str) -> Result<(), BuildError> {
 /// one process: the spec is loaded, the inputs checked and the query planned
 /// once for all of them (what a cluster executor batches to spread that cost).
 pub fn run_tasks(plan_path: &Path, ids: &[String]) -> Result<(), BuildError> {
-    let plan = BuildPlan::read(plan_path)?;
+    let (plan, remote) = open_plan(plan_path)?;
     let mut tasks = Vec::with_capacity(ids.len());
     for id in ids {
         let task = plan.tasks.iter().find(|t| &t.id == id).cloned();
@@ -333,16 +433,24 @@ pub fn run_tasks(plan_path: &Path, ids: &[String]) -> Result<(), BuildError> {
         } else {
             1
         };
+        if let Some(ws) = &remote {
+            for (rel, writer) in inputs_of(&plan, &task) {
+                ws.fetch(&rel, &format!("task {writer}"))?;
+            }
+        }
         if task.kind == TaskKind::Global {
             let planner = checked_planner(&spec, &plan, threads)?;
             run_global(&plan, &spec, planner)?;
-            continue;
+        } else {
+            if chunk_planner.is_none() {
+                chunk_planner = Some(checked_planner(&spec, &plan, threads)?);
+            }
+            if let Some(planner) = &chunk_planner {
+                run_chunk_task(&plan, &spec, planner, &task)?;
+            }
         }
-        if chunk_planner.is_none() {
-            chunk_planner = Some(checked_planner(&spec, &plan, threads)?);
-        }
-        if let Some(planner) = &chunk_planner {
-            run_chunk_task(&plan, &spec, planner, &task)?;
+        if let Some(ws) = &remote {
+            upload_outputs(ws, &plan, &task)?;
         }
     }
     Ok(())
@@ -546,12 +654,50 @@ struct GlobalOutput {
     outputs: Vec<(EncodeOutput, ScanMetrics)>,
 }
 
+/// Downloads every output a commit reads; returns their names.
+fn fetch_all_outputs(ws: &WorkStore, plan: &BuildPlan) -> Result<Vec<String>, BuildError> {
+    let mut names = Vec::new();
+    let mut outputs = Vec::new();
+    match plan.decision {
+        Some(Decision::Global { .. }) => {
+            let path = ws.fetch("outputs/global.json", "task global")?;
+            let g: GlobalOutput = read_json(&path)?;
+            outputs.extend(g.outputs.into_iter().map(|(o, _)| o));
+            names.push("outputs/global.json".to_string());
+            ws.fetch("frozen.json", "task global")?;
+            names.push("frozen.json".into());
+        }
+        _ => {
+            for c in &plan.chunks {
+                let rel = format!("outputs/{:05}.json", c.index);
+                let path = ws.fetch(&rel, &format!("task shard-{:05}", c.index))?;
+                outputs.push(read_json::<(EncodeOutput, ScanMetrics)>(&path)?.0);
+                names.push(rel);
+                names.push(format!("stats/{:05}.json", c.index));
+            }
+            if plan.needs_stats {
+                ws.fetch("frozen.json", "task freeze")?;
+                names.push("frozen.json".into());
+            }
+        }
+    }
+    for rel in shards_listed(&outputs) {
+        ws.fetch(&rel, "a shard task")?;
+        names.push(rel);
+    }
+    Ok(names)
+}
+
 /// Assembles the outputs of every task of the plan at `plan_path` in chunk
 /// order and publishes the artifact in the cache; removes the work
 /// directory.
 pub fn commit(plan_path: &Path, opts: &BuildOptions) -> Result<BuildReport, BuildError> {
     let t0 = Instant::now();
-    let plan = BuildPlan::read(plan_path)?;
+    let (plan, remote) = open_plan(plan_path)?;
+    let mut fetched = Vec::new();
+    if let Some(ws) = &remote {
+        fetched = fetch_all_outputs(ws, &plan)?;
+    }
     let (spec, prepared) = load(&plan)?;
     let cache = prepared.cache;
     let layout = layout_of(&spec)?;
@@ -615,6 +761,10 @@ pub fn commit(plan_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Buil
         },
     )?;
     let _ = std::fs::remove_dir_all(&plan.work_dir);
+    if let Some(ws) = &remote {
+        fetched.push("plan.json".into());
+        ws.delete(&fetched);
+    }
     let mut seconds = BTreeMap::new();
     seconds.insert("total".to_string(), t0.elapsed().as_secs_f64());
     Ok(match built {
