@@ -18,8 +18,24 @@ use tessera_reader::{CacheOptions, Dataset, OpenOptions};
     about = "Compile a YAML dataset spec into content-hashed, fixed-stride shards, and inspect them"
 )]
 struct Cli {
+    /// An object-store option for every URL this command reads or writes
+    /// (sources, shard sets, work directories), on top of the environment's
+    /// AWS_*, GOOGLE_* and AZURE_* variables: endpoint=http://127.0.0.1:8333,
+    /// region=eu-west-1, allow_http=true, ... (object_store's keys; a
+    /// source's own `storage:` options win). Repeatable.
+    #[arg(long = "storage", global = true, value_name = "KEY=VALUE", value_parser = parse_storage_option)]
+    storage: Vec<(String, String)>,
     #[command(subcommand)]
     command: Command,
+}
+
+fn parse_storage_option(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!(
+            "{s:?} is not KEY=VALUE (for example endpoint=http://127.0.0.1:8333)"
+        )),
+    }
 }
 
 #[derive(Subcommand)]
@@ -423,7 +439,11 @@ fn open(path: &PathBuf, split: Option<&str>) -> Result<Dataset> {
 }
 
 fn open_with(path: &PathBuf, split: Option<&str>, opts: &OpenOptions) -> Result<Dataset> {
-    let ds = Dataset::open_with(path, opts)?;
+    let mut opts = opts.clone();
+    if opts.storage_options.is_empty() {
+        opts.storage_options = tessera::remote_input::cli_options();
+    }
+    let ds = Dataset::open_with(path, &opts)?;
     Ok(match split {
         Some(s) => ds.split(s)?,
         None => ds,
@@ -431,6 +451,7 @@ fn open_with(path: &PathBuf, split: Option<&str>, opts: &OpenOptions) -> Result<
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
+    tessera::remote_input::set_cli_options(cli.storage);
     match cli.command {
         Command::Build {
             spec,

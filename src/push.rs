@@ -10,6 +10,7 @@ use tessera_reader::remote::{PushOptions, PushReport};
 pub fn push(dir: &Path, url: &str, concurrency: usize) -> Result<PushReport, BuildError> {
     let opts = PushOptions {
         concurrency: concurrency.max(1),
+        storage_options: crate::remote_input::cli_options(),
         ..PushOptions::default()
     };
     Ok(tessera_reader::remote::push(dir, url, &opts)?)

@@ -74,6 +74,29 @@ struct Registry {
 }
 
 static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(Mutex::default);
+/// Options given on the command line (`--storage KEY=VALUE`), for every URL.
+static CLI_OPTIONS: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+
+/// Sets the command line's store options (under every source's own).
+pub fn set_cli_options(options: Vec<(String, String)>) {
+    *CLI_OPTIONS.lock().unwrap_or_else(PoisonError::into_inner) = options;
+}
+
+/// The command line's store options.
+pub fn cli_options() -> Vec<(String, String)> {
+    CLI_OPTIONS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+}
+
+/// The command line's options, then `source`'s (which win on a key both
+/// give), sorted by key.
+fn merged(source: &[(String, String)]) -> Options {
+    let mut out: std::collections::BTreeMap<String, String> = cli_options().into_iter().collect();
+    out.extend(source.iter().cloned());
+    out.into_iter().collect()
+}
 static FETCHED: AtomicU64 = AtomicU64::new(0);
 
 fn registry() -> std::sync::MutexGuard<'static, Registry> {
@@ -128,6 +151,7 @@ fn percent_decode(s: &str) -> String {
 /// The store of `base`, built on first use from the environment and
 /// `options`. Two sources in one bucket must give the same options.
 fn store(base: &str, options: &[(String, String)]) -> Result<Arc<InputStore>, String> {
+    let options = &merged(options)[..];
     let mut reg = registry();
     if let Some((s, opts)) = reg.stores.get(base) {
         if opts.as_slice() != options {

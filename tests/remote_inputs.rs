@@ -182,11 +182,77 @@ fn parquet_in_a_bucket_builds_the_local_shards_and_fetches_only_what_pruning_kee
     assert!(inputs[0]["etag"].as_str().is_some_and(|e| !e.is_empty()));
     assert!(inputs[0].get("url").is_none() && inputs[0].get("blake3").is_none());
 
-    // Unchanged objects: a cache hit that fetches nothing.
-    let again = build(&ep, &remote, &cache);
+    // Unchanged objects: a cache hit that fetches nothing. The credentials
+    // come from `--storage` this time, with nothing in the environment.
+    let flags: Vec<String> = [
+        ("access_key_id", s3::KEY_ID),
+        ("secret_access_key", s3::SECRET),
+    ]
+    .iter()
+    .flat_map(|(k, v)| ["--storage".to_string(), format!("{k}={v}")])
+    .collect();
+    let bare = |args: &[&str]| {
+        let mut c = tessera();
+        for k in [
+            "AWS_ENDPOINT",
+            "AWS_ALLOW_HTTP",
+            "AWS_REGION",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+        ] {
+            c.env_remove(k);
+        }
+        c.args(args).args(&flags).output().expect("run")
+    };
+    let o = bare(&[
+        "build",
+        &remote.display().to_string(),
+        "--cache-dir",
+        &cache.display().to_string(),
+        "--json",
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let again = Built {
+        json: serde_json::from_str(&stdout(&o)).expect("json"),
+    };
     assert_eq!(again.json["cache_hit"], true);
     assert_eq!(again.json["hash"], b.json["hash"]);
     assert_eq!(again.json["bytes_fetched"], 0);
+    // Push and read back with `--storage` options only.
+    let set_url = server.url("sets/ev");
+    let endpoint_flag = format!("endpoint={ep}");
+    let b_path = b.path().display().to_string();
+    let o = bare(&[
+        "push",
+        &b_path,
+        &set_url,
+        "--storage",
+        &endpoint_flag,
+        "--storage",
+        "allow_http=true",
+        "--storage",
+        "region=us-east-1",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = bare(&[
+        "verify",
+        &set_url,
+        "--storage",
+        &endpoint_flag,
+        "--storage",
+        "allow_http=true",
+        "--storage",
+        "region=us-east-1",
+    ]);
+    assert!(
+        o.status.success() && stdout(&o).starts_with("ok:"),
+        "{}",
+        stderr(&o)
+    );
+    let o = bare(&["verify", &set_url, "--storage", "endpoint"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("not KEY=VALUE"), "{}", stderr(&o));
 
     // `fingerprint: bytes` hashes the objects: the inputs then carry the
     // same blake3 as the local files.

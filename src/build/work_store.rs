@@ -45,7 +45,8 @@ fn err(what: impl std::fmt::Display) -> BuildError {
 
 impl WorkStore {
     /// Opens the work directory at `url`, with credentials from the
-    /// environment, and makes an empty local mirror for it.
+    /// environment and `--storage` options, and makes an empty local mirror
+    /// for it.
     pub fn open(url: &str) -> Result<WorkStore, BuildError> {
         let url = url.trim_end_matches('/').to_string();
         let (store, prefix) = tessera_reader::remote::object_store_for(&url, &[]).map_err(err)?;
