@@ -514,6 +514,8 @@ fn a_work_directory_in_the_bucket_needs_no_shared_files() {
     assert_eq!(plan["decision"]["plan"], "chunked");
     std::fs::remove_dir_all(&planning).expect("rm");
     let plan_url = format!("{work}/plan.json");
+    // (The tasks below find neither the spec nor the planner's cache
+    // directory, and must not create the latter.)
     let ids: Vec<String> = plan["tasks"]
         .as_array()
         .expect("tasks")
@@ -546,6 +548,7 @@ fn a_work_directory_in_the_bucket_needs_no_shared_files() {
     // A retried shard task rewrites the same objects.
     let o = run_s3(&ep, &["task", &plan_url, early]);
     assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!planning.exists(), "a task made the planner's directories");
     assert!(list(&ep, &work).iter().any(|k| k.contains("/shards/")));
     let o = run_s3(&ep, &["commit", &plan_url, "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));

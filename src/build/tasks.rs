@@ -409,7 +409,14 @@ pub fn run_task(plan_path: &Path, id: &str) -> Result<(), BuildError> {
 /// one process: the spec is loaded, the inputs checked and the query planned
 /// once for all of them (what a cluster executor batches to spread that cost).
 pub fn run_tasks(plan_path: &Path, ids: &[String]) -> Result<(), BuildError> {
-    let (plan, remote) = open_plan(plan_path)?;
+    let (mut plan, remote) = open_plan(plan_path)?;
+    if let Some(ws) = &remote
+        && !plan.cache_dir.is_dir()
+    {
+        // A node without the planning machine's directories: tasks need no
+        // artifact cache (only the commit publishes), so a private one does.
+        plan.cache_dir = ws.local.join("cache");
+    }
     let mut tasks = Vec::with_capacity(ids.len());
     for id in ids {
         let task = plan.tasks.iter().find(|t| &t.id == id).cloned();
