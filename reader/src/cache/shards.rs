@@ -48,7 +48,13 @@ pub(crate) struct CachedShards {
     /// Shards holding the same bytes share one cache file.
     by_key: HashMap<String, Vec<u32>>,
     state: Mutex<State>,
+    /// Readers wait here for a shard being fetched, or for room.
     changed: Condvar,
+    /// Fetch-ahead threads wait here for something to fetch. They are woken
+    /// by a batch's release only when there is a candidate: waking every
+    /// fetch thread after every batch cost a context switch each, most of
+    /// the gap between a cached set and a mapped one.
+    fetchers: Condvar,
     stats: Mutex<CacheStats>,
     /// Shards kept mapped for the set's lifetime ([`CachedShards::sticky`]).
     sticky: Vec<OnceLock<Arc<Resident>>>,
@@ -61,6 +67,8 @@ struct State {
     /// Bumped whenever pins are released or a step completes.
     progress: u64,
     next_plan_id: u64,
+    /// Readers inside a wait on `changed` (a release wakes them only then).
+    readers_waiting: usize,
 }
 
 #[derive(Default)]
@@ -152,6 +160,7 @@ impl CachedShards {
                 ..State::default()
             }),
             changed: Condvar::new(),
+            fetchers: Condvar::new(),
             stats: Mutex::new(CacheStats::default()),
             sticky: (0..n).map(|_| OnceLock::new()).collect(),
         }))
@@ -210,6 +219,7 @@ impl CachedShards {
             step: None,
         };
         let mut waited = false;
+        let (mut hits, mut misses) = (0u64, 0u64);
         'all: loop {
             for &s in wanted {
                 if pins.pins.iter().any(|(p, _)| *p == s) {
@@ -222,13 +232,22 @@ impl CachedShards {
                         slot.pins += 1;
                         pins.pins.push((s, Arc::clone(r)));
                         drop(st);
-                        self.stat(|c| if waited { c.misses += 1 } else { c.hits += 1 });
+                        if waited {
+                            misses += 1;
+                        } else {
+                            hits += 1;
+                        }
                         waited = false;
                         break;
                     }
                     waited = true;
                     if slot.fetching {
-                        let _ = self.changed.wait_timeout(st, Duration::from_millis(100));
+                        st.readers_waiting += 1;
+                        let (mut st, _) = self
+                            .changed
+                            .wait_timeout(st, Duration::from_millis(100))
+                            .unwrap_or_else(|e| e.into_inner());
+                        st.readers_waiting -= 1;
                         continue;
                     }
                     slot.fetching = true;
@@ -244,10 +263,10 @@ impl CachedShards {
                     match r {
                         Ok(res) => {
                             st.slots[s as usize].map.get_or_insert(Arc::new(res));
-                            self.changed.notify_all();
+                            self.wake_all();
                         }
                         Err(Fail::NoRoom) => {
-                            self.changed.notify_all();
+                            self.wake_all();
                             let seen = st.progress;
                             drop(st);
                             // Let batches ahead of this one finish first.
@@ -255,14 +274,19 @@ impl CachedShards {
                             if started.elapsed() > ROOM_WAIT {
                                 return Err(self.no_room(wanted));
                             }
-                            let st = self.lock();
+                            let mut st = self.lock();
                             if st.progress == seen {
-                                let _ = self.changed.wait_timeout(st, Duration::from_millis(50));
+                                st.readers_waiting += 1;
+                                let (mut st, _) = self
+                                    .changed
+                                    .wait_timeout(st, Duration::from_millis(50))
+                                    .unwrap_or_else(|e| e.into_inner());
+                                st.readers_waiting -= 1;
                             }
                             continue 'all;
                         }
                         Err(Fail::Error(e)) => {
-                            self.changed.notify_all();
+                            self.wake_all();
                             return Err(e);
                         }
                     }
@@ -272,6 +296,10 @@ impl CachedShards {
         }
         pins.pins.sort_unstable_by_key(|(s, _)| *s);
         pins.step = step;
+        self.stat(|c| {
+            c.hits += hits;
+            c.misses += misses;
+        });
         Ok(pins)
     }
 
@@ -674,7 +702,7 @@ impl CachedShards {
             });
             id
         };
-        self.changed.notify_all();
+        self.wake_all();
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
         for t in 0..self.fetch_threads {
@@ -713,7 +741,7 @@ impl CachedShards {
                         break pick;
                     }
                     st = self
-                        .changed
+                        .fetchers
                         .wait_timeout(st, Duration::from_millis(100))
                         .map(|(g, _)| g)
                         .unwrap_or_else(|e| e.into_inner().0);
@@ -738,7 +766,7 @@ impl CachedShards {
                 Err(Fail::NoRoom) => blocked_at = Some(st.progress),
                 Err(Fail::Error(_)) => st.slots[s].prefetch_failed = true,
             }
-            self.changed.notify_all();
+            self.wake_all();
         }
     }
 
@@ -776,8 +804,21 @@ impl CachedShards {
             }
         }
         st.progress += 1;
+        let wake_fetchers = next_candidate(st).is_some();
+        let wake_readers = st.readers_waiting > 0;
         drop(guard);
+        if wake_readers {
+            self.changed.notify_all();
+        }
+        if wake_fetchers {
+            self.fetchers.notify_all();
+        }
+    }
+
+    /// Wakes readers and fetch-ahead threads alike.
+    fn wake_all(&self) {
         self.changed.notify_all();
+        self.fetchers.notify_all();
     }
 }
 
@@ -858,7 +899,7 @@ impl Drop for PlanHandle {
                 st.plan = None;
             }
         }
-        self.cache.changed.notify_all();
+        self.cache.wake_all();
         for h in self.threads.drain(..) {
             let _ = h.join();
         }
