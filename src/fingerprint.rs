@@ -575,10 +575,13 @@ pub fn recheck(files: &[InputFile]) -> Result<(), FingerprintError> {
         if let Some(url) = f.path.to_str().filter(|u| crate::remote_input::is_url(u)) {
             let now = crate::remote_input::head(url).map_err(io_err)?;
             let same = now.size == f.size
-                && match now.identity() {
-                    Some(id) if !is_hex_hash(&f.blake3) => id == f.blake3,
+                && if is_hex_hash(&f.blake3) {
                     // Hashed by content: the bytes say whether it changed.
-                    _ => crate::remote_input::hash_object(url).map_err(io_err)? == f.blake3,
+                    crate::remote_input::hash_object(url).map_err(io_err)? == f.blake3
+                } else {
+                    // The store no longer reporting the kind of identity it
+                    // gave counts as a change: it cannot be told apart.
+                    now.still(&f.blake3).unwrap_or(false)
                 };
             if !same {
                 return Err(FingerprintError::ChangedDuringBuild {

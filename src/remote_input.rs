@@ -56,10 +56,30 @@ impl RemoteObject {
         if let Some(v) = &self.version {
             return Some(format!("version:{v}"));
         }
-        self.etag
-            .as_ref()
-            .map(|e| format!("etag:{}", e.trim_matches('"')))
+        self.etag.as_ref().map(|e| format!("etag:{}", bare_etag(e)))
     }
+
+    /// Whether the object is still the one recorded as `identity` (an
+    /// [`identity`](Self::identity) taken earlier), judged by the same kind
+    /// of identity: a listing and a HEAD need not report the same kinds (a
+    /// GCS listing gives the ETag, its HEAD the generation as well), so
+    /// comparing `identity()` with `identity()` would see a change where
+    /// there is none. `None` when this answer lacks that kind.
+    pub fn still(&self, identity: &str) -> Option<bool> {
+        if let Some(v) = identity.strip_prefix("version:") {
+            return self.version.as_deref().map(|now| now == v);
+        }
+        if let Some(e) = identity.strip_prefix("etag:") {
+            return self.etag.as_deref().map(|now| bare_etag(now) == e);
+        }
+        None
+    }
+}
+
+/// An ETag without its quotes and weak-validator prefix (stores differ in
+/// whether a listing quotes it: `"abc"`, `abc`, `W/"abc"` name one value).
+fn bare_etag(e: &str) -> &str {
+    e.strip_prefix("W/").unwrap_or(e).trim_matches('"')
 }
 
 /// Store options, as `(key, value)` pairs sorted by key.
@@ -715,5 +735,43 @@ mod tests {
         assert_eq!(v.identity().as_deref(), Some("version:7"));
         let none = RemoteObject { etag: None, ..o };
         assert_eq!(none.identity(), None);
+    }
+
+    #[test]
+    fn a_later_answer_is_compared_by_the_kind_first_recorded() {
+        // A GCS listing: an unquoted ETag and no generation.
+        let listed = RemoteObject {
+            size: 3,
+            etag: Some("XrY7u+Ae7tCTyyK7j1rNww==".into()),
+            version: None,
+        };
+        let id = listed.identity().expect("identity");
+        // Its HEAD: the same ETag quoted, and a generation.
+        let head = RemoteObject {
+            etag: Some("\"XrY7u+Ae7tCTyyK7j1rNww==\"".into()),
+            version: Some("1795683566995825".into()),
+            ..listed.clone()
+        };
+        assert_ne!(head.identity(), Some(id.clone()));
+        assert_eq!(head.still(&id), Some(true));
+        let weak = RemoteObject {
+            etag: Some("W/\"XrY7u+Ae7tCTyyK7j1rNww==\"".into()),
+            ..head.clone()
+        };
+        assert_eq!(weak.still(&id), Some(true));
+        let changed = RemoteObject {
+            etag: Some("\"other\"".into()),
+            ..head.clone()
+        };
+        assert_eq!(changed.still(&id), Some(false));
+        // Recorded by version: a new generation is a change, whatever the ETag.
+        let by_version = head.identity().expect("identity");
+        let rewritten = RemoteObject {
+            version: Some("1795683566995999".into()),
+            ..head.clone()
+        };
+        assert_eq!(rewritten.still(&by_version), Some(false));
+        assert_eq!(listed.still(&by_version), None);
+        assert_eq!(head.still("blake3-or-anything"), None);
     }
 }

@@ -8,6 +8,7 @@ proxy that adds latency to every request (also used by the benchmark).
 
 from __future__ import annotations
 
+import http.client
 import os
 import random
 import shutil
@@ -72,6 +73,7 @@ class S3Server:
         ]
         ports = {n: base + i for i, n in enumerate(names)}
         self.port = ports["s3.port"]
+        self.filer_port = ports["filer.port"]
         args = [
             weed_binary(), "mini", f"-dir={self.dir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
             f"-bucket={BUCKET}", "-admin.ui=false", "-webdav=false",
@@ -105,6 +107,24 @@ class S3Server:
 
     def url(self, prefix: str) -> str:
         return f"s3://{BUCKET}/{prefix}"
+
+    def http_url(self, key: str) -> str:
+        """The object's address on the filer, a plain web server (GET, HEAD
+        and ranges; no listing)."""
+        return f"http://127.0.0.1:{self.filer_port}/buckets/{BUCKET}/{key}"
+
+    def put_http(self, key: str, data: bytes) -> None:
+        """Stores an object through the filer's HTTP API (no S3 signing)."""
+        c = http.client.HTTPConnection("127.0.0.1", self.filer_port, timeout=30)
+        try:
+            c.request("PUT", f"/buckets/{BUCKET}/{key}", body=data,
+                      headers={"Content-Type": "application/octet-stream"})
+            r = c.getresponse()
+            body = r.read()
+            if r.status >= 300:
+                raise RuntimeError(f"PUT {key} on the filer: HTTP {r.status}: {body[:200]!r}")
+        finally:
+            c.close()
 
     def storage_options(self, endpoint: Optional[str] = None) -> Dict[str, str]:
         return {
@@ -175,7 +195,7 @@ class LatencyProxy:
     def _pump(self, src: socket.socket, dst: socket.socket, answered: List[bool], request: bool) -> None:
         try:
             while True:
-                data = src.recv(1 << 16)
+                data = src.recv(1 << 20)
                 if not data:
                     break
                 if request and answered[0]:

@@ -15,7 +15,11 @@ use std::time::Duration;
 use tokio::runtime::Runtime;
 
 /// Object metadata key holding a stored file's blake3 (written by `push`).
-pub(crate) const BLAKE3_KEY: &str = "tessera-blake3";
+/// Letters only: Azure takes metadata names that are C# identifiers (no
+/// `-`), and some HTTP proxies drop header names with `_`.
+pub(crate) const BLAKE3_KEY: &str = "tesserablake3";
+/// The key pushes wrote before (S3 and GCS sets pushed then carry it).
+const LEGACY_BLAKE3_KEY: &str = "tessera-blake3";
 
 /// A prefix in an object store (`s3://bucket/sets/criteo`), the objects
 /// below it named by their file names.
@@ -164,10 +168,11 @@ impl RemoteStore {
             match self.store.get_opts(&path, opts).await {
                 Ok(r) => Ok(Some(Head {
                     size: r.meta.size,
-                    blake3: r
-                        .attributes
-                        .get(&Attribute::Metadata(BLAKE3_KEY.into()))
-                        .map(|v| v.as_ref().to_owned()),
+                    blake3: [BLAKE3_KEY, LEGACY_BLAKE3_KEY].iter().find_map(|k| {
+                        r.attributes
+                            .get(&Attribute::Metadata((*k).into()))
+                            .map(|v| v.as_ref().to_owned())
+                    }),
                 })),
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
                 Err(e) => Err(self.err(name, e)),
