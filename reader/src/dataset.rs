@@ -503,6 +503,11 @@ impl Dataset {
         out: &mut [u8],
         step: Option<(u64, usize)>,
     ) -> Result<()> {
+        if let Some(planned) = step.and_then(|st| cache.planned(st))
+            && self.gather_planned(cache, &planned, indices, out, step)?
+        {
+            return Ok(());
+        }
         let base = self.rows.start;
         let per: Vec<u32> = indices
             .iter()
@@ -532,6 +537,53 @@ impl Dataset {
             &table[(s - lo) as usize][off..off + stride]
         });
         Ok(())
+    }
+}
+
+impl Dataset {
+    /// `gather_cached` for a batch whose shards the plan names: those are
+    /// pinned without a pass over the records, and each record's shard is
+    /// found as for a mapped set, in the copy loop. `Ok(false)`, with `out`
+    /// to be filled again, if a record lies outside the planned shards
+    /// (a plan that does not match the batch: never by construction).
+    fn gather_planned(
+        &self,
+        cache: &Arc<CachedShards>,
+        planned: &[u32],
+        indices: &[u64],
+        out: &mut [u8],
+        step: Option<(u64, usize)>,
+    ) -> Result<bool> {
+        let (Some(&lo), Some(&hi)) = (planned.first(), planned.last()) else {
+            return Ok(indices.is_empty());
+        };
+        if hi - lo > MAX_SHARD_TABLE {
+            return Ok(false);
+        }
+        let pins = cache.acquire(planned, step)?;
+        let mut table: Vec<&[u8]> = vec![&[]; (hi - lo) as usize + 1];
+        for &s in planned {
+            table[(s - lo) as usize] = pins.shard(s as usize);
+        }
+        let (base, stride, set) = (self.rows.start, self.set.stride, &self.set);
+        let zero = vec![0u8; stride];
+        let mut strays = false;
+        gather_with(out, stride, |j| {
+            let row = base + indices[j];
+            let s = set.shard_of(row);
+            let off = HEADER_LEN + (row - set.starts[s]) as usize * stride;
+            match table
+                .get(s.wrapping_sub(lo as usize))
+                .and_then(|t| t.get(off..off + stride))
+            {
+                Some(r) => r,
+                None => {
+                    strays = true;
+                    &zero
+                }
+            }
+        });
+        Ok(!strays)
     }
 }
 
@@ -765,5 +817,63 @@ mod tests {
             want.dedup();
             assert_eq!(distinct_sorted(&shards), want, "n {n} spread {spread}");
         }
+    }
+
+    /// A set of `rows` 8-byte records holding their own index, in shards
+    /// of 100 records, plain or compressed.
+    #[cfg(feature = "zstd")]
+    fn numbered(dir: &Path, rows: u64, zstd: bool) -> Dataset {
+        use crate::dtype::DType;
+        use crate::layout::FieldSpec;
+        let layout = RecordLayout::packed(&[FieldSpec::new("i", DType::U64, &[])]).expect("layout");
+        let mut w = crate::writer::ShardSetWriter::new(dir, layout, HEADER_LEN as u64 + 800)
+            .expect("writer");
+        if zstd {
+            w = w.with_zstd(1).expect("zstd");
+        }
+        w.begin_split("train").expect("split");
+        let bytes: Vec<u8> = (0..rows).flat_map(|i| i.to_le_bytes()).collect();
+        w.write_records(&bytes).expect("write");
+        w.finish().expect("finish");
+        let opts = OpenOptions {
+            cache: CacheOptions {
+                dir: Some(dir.with_extension("cache")),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        Dataset::open_with(dir, &opts).expect("open")
+    }
+
+    #[cfg(feature = "zstd")]
+    #[test]
+    fn a_planned_gather_copies_the_records_and_survives_a_plan_that_does_not_match() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let plain = numbered(&tmp.path().join("plain"), 1000, false);
+        let packed = numbered(&tmp.path().join("packed"), 1000, true);
+        let cache = Arc::clone(packed.cached().expect("a compressed set is cached"));
+        // Step 0 plans shards 2 and 5, step 1 plans shard 7 only.
+        let plan = crate::cache::AccessPlan::new(10, vec![vec![5, 2], vec![7]]);
+        let handle = cache.follow(plan);
+        let read = |idx: &[u64], step: usize| {
+            let mut out = vec![0u8; idx.len() * 8];
+            packed
+                .gather_at(idx, &mut out, Some((handle.id(), step)))
+                .expect("gather");
+            let mut want = vec![0u8; idx.len() * 8];
+            plain.gather(idx, &mut want).expect("gather");
+            assert_eq!(out, want);
+            out.chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+                .collect::<Vec<u64>>()
+        };
+        // As planned: records of shards 5 and 2, shuffled.
+        assert_eq!(
+            read(&[512, 250, 599, 200, 555], 0),
+            [512, 250, 599, 200, 555]
+        );
+        // Not as planned (shards 0 and 9 besides 7): the records all the same.
+        assert_eq!(read(&[701, 3, 950, 799], 1), [701, 3, 950, 799]);
+        drop(handle);
     }
 }

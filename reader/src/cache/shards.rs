@@ -192,6 +192,15 @@ impl CachedShards {
     /// Maps shards `wanted` (sorted, distinct) and pins them until the
     /// returned set is dropped, fetching what is missing. `step` names the
     /// plan step this is for, which is marked done when the pins go.
+    /// The shards plan step `step` reads, if it belongs to the plan being
+    /// followed: what a batch of that step must pin, known without looking
+    /// at its records.
+    pub(crate) fn planned(&self, step: (u64, usize)) -> Option<Vec<u32>> {
+        let st = self.lock();
+        let a = st.plan.as_ref().filter(|a| a.id == step.0)?;
+        (step.1 < a.plan.len()).then(|| a.plan.step(step.1).to_vec())
+    }
+
     pub(crate) fn acquire(
         self: &Arc<Self>,
         wanted: &[u32],
