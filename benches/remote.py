@@ -12,7 +12,8 @@ every request back --latency-ms, pushes both sets, and measures:
   remote        the same set by URL through the proxy, from an empty cache:
                 time to first batch (open = one manifest GET, then the first
                 window of shards), first epoch, later epochs; and a first
-                epoch straight from the server, without the proxy
+                epoch straight from the server, without the proxy; then
+                five later epochs alternating with five local ones
   remote+step   both again with a simulated training step per batch
                 (--step-ms), where the loader must only keep up
   budget        a cache budget of --budget of the set over three shuffled
@@ -92,6 +93,22 @@ def epochs(ds: tessera.Dataset, args: argparse.Namespace, n: int, step_s: float 
                 time.sleep(step_s)
         rates.append(rows / (time.perf_counter() - start))
     return {"first_batch_s": first, "samples_per_s": rates}
+
+
+def interleaved(a: tessera.Dataset, b: tessera.Dataset, args: argparse.Namespace,
+                rounds: int) -> Tuple[List[float], List[float]]:
+    """Epochs 1..rounds of `a` and `b`, alternating (a's epoch e, then b's),
+    so that drift on a shared machine falls on both alike; samples/s."""
+    la = a.loader(args.batch, seed=1, shuffle_window=args.window, threads=2)
+    lb = b.loader(args.batch, seed=1, shuffle_window=args.window, threads=2)
+    out: Tuple[List[float], List[float]] = ([], [])
+    for e in range(1, rounds + 1):
+        for loader, rates in ((la, out[0]), (lb, out[1])):
+            loader.set_epoch(e)
+            start = time.perf_counter()
+            rows = sum(len(x["label"]) for x in loader)
+            rates.append(rows / (time.perf_counter() - start))
+    return out
 
 
 def simulate(plan: List[List[int]], sizes: List[int], budget: int, policy: str) -> Tuple[int, float]:
@@ -196,6 +213,9 @@ def main() -> None:
         res["open_requests"] = proxy.requests - before
         res["remote"] = epochs(remote, args, args.epochs, t_open=t)
         res["remote"]["cache"] = remote.cache_stats()
+        # Later epochs (every shard cached) against local, alternating.
+        li, ri = interleaved(local, remote, args, 5)
+        res["later_interleaved"] = {"local": li, "remote": ri}
         # The same first epoch straight from the server, without the proxy:
         # what the server and the fetch path give on this machine.
         direct_ds = tessera.open(url, cache_dir=fresh("r0"), storage_options=direct)
@@ -261,6 +281,10 @@ def main() -> None:
     print(f"| remote, first epoch without the proxy (0 ms) | {rd / 1e6:.2f} M samples/s | {rd / loc:.2f} |")
     for i, x in enumerate(r[1:], 2):
         print(f"| remote, epoch {i} | {x / 1e6:.2f} M samples/s | {x / loc:.2f} |")
+    li, ri = res["later_interleaved"]["local"], res["later_interleaved"]["remote"]
+    ml, mr = statistics.median(li), statistics.median(ri)
+    print(f"| later epochs alternating with local (5 each, medians): local | {ml / 1e6:.2f} M samples/s | 1.00 |")
+    print(f"| later epochs alternating with local (5 each, medians): remote | {mr / 1e6:.2f} M samples/s | {mr / ml:.2f} |")
     ls, rs = res["local_step"]["samples_per_s"], res["remote_step"]["samples_per_s"]
     print(f"| with a {args.step_ms:.0f} ms step: local | {ls[0] / 1e6:.3f} M samples/s | 1.00 |")
     print(f"| with a {args.step_ms:.0f} ms step: remote first epoch | {rs[0] / 1e6:.3f} M samples/s | {rs[0] / ls[0]:.2f} |")

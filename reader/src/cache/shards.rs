@@ -137,7 +137,7 @@ impl CachedShards {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let fetch_threads = opts
             .fetch_threads
-            .unwrap_or(if remote { 4 } else { cores })
+            .unwrap_or(if remote { 8 } else { cores })
             .clamp(1, 64);
         let mut by_key: HashMap<String, Vec<u32>> = HashMap::new();
         for (i, s) in manifest.shards.iter().enumerate() {
