@@ -108,7 +108,6 @@ def drop_cached(folder: str) -> bool:
     for name in os.listdir(folder):
         fd = os.open(os.path.join(folder, name), os.O_RDONLY)
         try:
-            os.fdatasync(fd)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)

@@ -530,7 +530,7 @@ impl Dataset {
             });
             return Ok(());
         }
-        let table: Vec<&[u8]> = (lo..=hi).map(|s| pins.shard(s as usize)).collect();
+        let table = pinned_table(&pins, lo, hi);
         gather_with(out, stride, |j| {
             let s = per[j];
             let off = HEADER_LEN + (base + indices[j] - starts[s as usize]) as usize * stride;
@@ -538,9 +538,7 @@ impl Dataset {
         });
         Ok(())
     }
-}
 
-impl Dataset {
     /// `gather_cached` for a batch whose shards the plan names: those are
     /// pinned without a pass over the records, and each record's shard is
     /// found as for a mapped set, in the copy loop. `Ok(false)`, with `out`
@@ -561,10 +559,7 @@ impl Dataset {
             return Ok(false);
         }
         let pins = cache.acquire(planned, step)?;
-        let mut table: Vec<&[u8]> = vec![&[]; (hi - lo) as usize + 1];
-        for &s in planned {
-            table[(s - lo) as usize] = pins.shard(s as usize);
-        }
+        let table = pinned_table(&pins, lo, hi);
         let (base, stride, set) = (self.rows.start, self.set.stride, &self.set);
         let zero = vec![0u8; stride];
         let mut strays = false;
@@ -663,6 +658,12 @@ impl ShardSet {
             &maps[s][off..off + self.stride]
         });
     }
+}
+
+/// The bytes of pinned shards `lo..=hi`, indexed by `shard - lo` (empty for
+/// a shard in the range that is not pinned).
+fn pinned_table(pins: &PinSet, lo: u32, hi: u32) -> Vec<&[u8]> {
+    (lo..=hi).map(|s| pins.shard(s as usize)).collect()
 }
 
 /// Widest range of shard ids one cached gather indexes by table (beyond it,

@@ -189,9 +189,6 @@ impl CachedShards {
         f(&mut self.stats.lock().unwrap_or_else(PoisonError::into_inner));
     }
 
-    /// Maps shards `wanted` (sorted, distinct) and pins them until the
-    /// returned set is dropped, fetching what is missing. `step` names the
-    /// plan step this is for, which is marked done when the pins go.
     /// The shards plan step `step` reads, if it belongs to the plan being
     /// followed: what a batch of that step must pin, known without looking
     /// at its records.
@@ -201,6 +198,9 @@ impl CachedShards {
         (step.1 < a.plan.len()).then(|| a.plan.step(step.1).to_vec())
     }
 
+    /// Maps shards `wanted` (sorted, distinct) and pins them until the
+    /// returned set is dropped, fetching what is missing. `step` names the
+    /// plan step this is for, which is marked done when the pins go.
     pub(crate) fn acquire(
         self: &Arc<Self>,
         wanted: &[u32],
