@@ -66,7 +66,7 @@ pub fn summary(ds: &Dataset) -> String {
             sp.name, sp.rows, sp.start
         );
     }
-    s.push_str(&statistics(m));
+    s.push_str(&statistics(m, ds.dir()));
     if let Some(line) = build_line(&m.build) {
         let _ = writeln!(s, "\nbuild:    {line}");
     }
@@ -75,7 +75,7 @@ pub fn summary(ds: &Dataset) -> String {
 
 /// The frozen statistics, field by field in record order; a vocabulary with
 /// its first values, ids and counts.
-fn statistics(m: &tessera_reader::Manifest) -> String {
+fn statistics(m: &tessera_reader::Manifest, dir: &std::path::Path) -> String {
     let Some(stats) = m.stats.as_object().filter(|o| !o.is_empty()) else {
         return String::new();
     };
@@ -109,10 +109,21 @@ fn statistics(m: &tessera_reader::Manifest) -> String {
             } else {
                 name.to_string()
             };
-            match serde_json::from_value::<FrozenStats>(e.clone()) {
+            // A large vocabulary lives in a side file the entry names.
+            let frozen = if e.get("file").is_some() {
+                tessera_transform::serving::field_stats(m, dir, name)
+                    .map_err(|err| err.to_string())
+                    .and_then(|all| {
+                        all.and_then(|slots| slots.into_iter().nth(j))
+                            .ok_or_else(|| format!("stats.{name}[{j}] is missing"))
+                    })
+            } else {
+                serde_json::from_value::<FrozenStats>(e.clone()).map_err(|err| err.to_string())
+            };
+            match frozen {
                 Ok(frozen) => s.push_str(&describe(&label, &frozen)),
-                Err(_) => {
-                    let _ = writeln!(s, "  {label:<20} {e}");
+                Err(err) => {
+                    let _ = writeln!(s, "  {label:<20} cannot be read: {err}");
                 }
             }
         }

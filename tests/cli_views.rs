@@ -278,3 +278,51 @@ fn bench_names_the_bottleneck_from_the_loader_alone_and_the_step() {
         "{text}"
     );
 }
+
+#[test]
+fn inspect_reads_a_vocabulary_kept_in_a_side_file() {
+    // More distinct values than the manifest keeps inline (4096), so the
+    // vocabulary goes to vocab-w-0.jsonl beside it.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path();
+    let mut csv = String::from("w\n");
+    let mut counts: HashMap<String, u64> = HashMap::new();
+    for i in 0..6000u64 {
+        // Value v{i % 5000}: the first 1000 values twice, the rest once.
+        let v = format!("v{}", i % 5000);
+        *counts.entry(v.clone()).or_default() += 1;
+        csv.push_str(&v);
+        csv.push('\n');
+    }
+    std::fs::write(root.join("words.csv"), csv).expect("csv");
+    let spec = root.join("spec.yaml");
+    std::fs::write(
+        &spec,
+        "version: 1\nname: words\nsources:\n  t: { path: words.csv }\n\
+         fields:\n  w: { dtype: i32, column: w, transform: vocab }\n",
+    )
+    .expect("spec");
+    let cache = root.join("cache");
+    let args = ["--cache-dir", cache.to_str().unwrap()];
+    let o = run(&["build", spec.to_str().unwrap(), args[0], args[1]]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&["inspect", spec.to_str().unwrap(), args[0], args[1]]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("w                    vocab        5000 values (ids 1 to 5000)"),
+        "{text}"
+    );
+    assert!(!text.contains("\"file\""), "raw JSON in:\n{text}");
+    let mut vocab: Vec<(&String, &u64)> = counts.iter().collect();
+    vocab.sort_by(|x, y| y.1.cmp(x.1).then_with(|| x.0.cmp(y.0)));
+    let (value, count) = vocab[0];
+    let first = text
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("1"))
+        .unwrap_or_else(|| panic!("no id 1 row in:\n{text}"));
+    assert_eq!(
+        first.split_whitespace().collect::<Vec<_>>(),
+        ["1".to_string(), count.to_string(), format!("{value:?}")]
+    );
+}

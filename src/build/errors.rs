@@ -38,6 +38,9 @@ pub(super) fn locate(spec: &Spec, e: crate::plan::PlanError) -> BuildError {
         | crate::plan::PlanError::Source { key, .. } => {
             return BuildError::Spec(spec.error_at(key, e.to_string()));
         }
+        crate::plan::PlanError::Spec { key, message } => {
+            return BuildError::Spec(spec.error_at(key, in_user_terms(message)));
+        }
         _ => {}
     }
     let msg = in_user_terms(&e.to_string());

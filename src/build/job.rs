@@ -70,6 +70,9 @@ impl Job<'_> {
         let decision = planner.decision().clone();
         self.progress
             .line(&format!("plan: {}", decision.describe()));
+        if let Some(note) = planner.order_note() {
+            self.progress.line(&format!("plan: note: {note}"));
+        }
         if let Some(why) = planner.serial_reason() {
             self.progress.line(&format!(
                 "plan: one partition, because of {why} (its result could depend on row order)"

@@ -21,6 +21,7 @@
 mod checked;
 pub mod chunking;
 mod csv;
+mod diagnose;
 mod encode;
 pub mod engine;
 pub(crate) mod exec;
@@ -84,6 +85,15 @@ pub enum PlanError {
         /// The spec key (`sources.<name>.path`).
         key: String,
         /// What is wrong, naming the file.
+        message: String,
+    },
+    /// A piece of the spec's SQL that DataFusion rejects on its own.
+    #[error("{key}: {message}")]
+    Spec {
+        /// The spec key holding that SQL (`query`, `filter`, `fields.x`,
+        /// `split.key`).
+        key: String,
+        /// DataFusion's verdict on it.
         message: String,
     },
     /// Writing a shard failed.
@@ -205,6 +215,9 @@ pub struct Planner {
     output: OnceLock<(PathBuf, Vec<u64>)>,
     /// The query's top-level ORDER BY keys over its output columns.
     query_order: Vec<String>,
+    /// Why the query's ORDER BY is not the stored order, if it has one that
+    /// is not.
+    order_note: Option<String>,
     /// The query's output columns.
     query_schema: Option<datafusion::arrow::datatypes::Schema>,
 }
@@ -230,7 +243,7 @@ impl Planner {
         // query's stored order.
         // Its output columns and their types, which the serving transform
         // gives new rows before evaluating the fields.
-        let (query_order, query_schema) = {
+        let (query_order, order_note, query_schema) = {
             let ctx = exec::session(&planning_options(&opts, None))?;
             sources::register(
                 &ctx,
@@ -242,9 +255,10 @@ impl Planner {
             match rt.block_on(ctx.sql(&sql::inner_query(&spec))) {
                 Ok(df) => (
                     sql::query_order(df.logical_plan()),
+                    sql::unstored_order_note(df.logical_plan()),
                     Some(df.schema().as_arrow().clone()),
                 ),
-                Err(_) => (Vec::new(), None),
+                Err(_) => (Vec::new(), None, None),
             }
         };
         let plan_with =
@@ -275,8 +289,23 @@ impl Planner {
                     Ok((logical, physical))
                 })
             };
-        let (logical, physical) = plan_with(None)?;
-        check_deterministic(&logical)?;
+        let planned = plan_with(None)
+            .and_then(|(l, p)| diagnose::check_deterministic(&l).map(|()| (l, p)));
+        let (logical, physical) = match planned {
+            Ok(plans) => plans,
+            Err(e) => {
+                // Point the error at the spec key whose SQL causes it.
+                let ctx = exec::session(&planning_options(&opts, None))?;
+                sources::register(
+                    &ctx,
+                    tables
+                        .values()
+                        .map(|t| (Arc::clone(t), t.all_parts(), 1))
+                        .collect(),
+                )?;
+                return Err(diagnose::pin(&rt, &ctx, &spec, e));
+            }
+        };
 
         // Candidates: the marked source, else every source, largest first.
         let mut candidates: Vec<&Source> = match spec.sources.iter().find(|s| s.chunk) {
@@ -293,6 +322,16 @@ impl Planner {
         let mut decision = None;
         let mut first_obstacle = None;
         let mut chosen_plans = None;
+        // The query's own ORDER BY is decided from the plan as written: the
+        // optimizer drops a Sort without a LIMIT under the pass query, and a
+        // chunked build would then store rows in input order.
+        if !query_order.is_empty() {
+            candidates.clear();
+            first_obstacle = Some((
+                "Sort".to_string(),
+                "the query's ORDER BY orders rows across all chunks".to_string(),
+            ));
+        }
         for s in &candidates {
             if let Some(ob) = chunking::logical_obstacle(&logical, &s.name) {
                 first_obstacle.get_or_insert(ob);
@@ -346,6 +385,7 @@ impl Planner {
             opts,
             output: OnceLock::new(),
             query_order,
+            order_note,
             query_schema,
         })
     }
@@ -353,6 +393,11 @@ impl Planner {
     /// The query's output columns (what the fields read), with their types.
     pub fn query_schema(&self) -> Option<&datafusion::arrow::datatypes::Schema> {
         self.query_schema.as_ref()
+    }
+
+    /// Why the query's own ORDER BY is not the stored order, if it is not.
+    pub fn order_note(&self) -> Option<&str> {
+        self.order_note.as_deref()
     }
 
     /// How the query runs.
@@ -774,37 +819,5 @@ fn whole_or_chunked(t: &SourceTable, spec: &Spec) -> Vec<FilePart> {
     match chunking::cut(t, spec.chunks.target_bytes) {
         Ok(chunks) => chunks.into_iter().flat_map(|c| c.parts).collect(),
         Err(_) => t.all_parts(),
-    }
-}
-
-/// Refuses volatile functions (`random()`, ...): their values would differ
-/// on every build of the same artifact hash.
-fn check_deterministic(plan: &LogicalPlan) -> Result<(), PlanError> {
-    use datafusion::common::tree_node::TreeNodeRecursion;
-    let mut found: Option<String> = None;
-    let _ = plan.apply_with_subqueries(|node| {
-        let _ = node.apply_expressions(|e| {
-            if e.is_volatile() {
-                found = Some(format!("{e}"));
-                return Ok(TreeNodeRecursion::Stop);
-            }
-            Ok(TreeNodeRecursion::Continue)
-        });
-        Ok(if found.is_some() {
-            TreeNodeRecursion::Stop
-        } else {
-            TreeNodeRecursion::Continue
-        })
-    });
-    match found {
-        Some(e) => Err(PlanError::Query {
-            context: "the query".into(),
-            message: format!(
-                "{e} is volatile (it gives a different value on every run), so the artifact \
-                 would not be a function of its inputs; derive randomness from the data instead, \
-                 e.g. a hash of a key"
-            ),
-        }),
-        None => Ok(()),
     }
 }

@@ -78,6 +78,11 @@ fn prune_table(table: &SourceTable, filters: &[Expr]) -> Result<(usize, usize, u
             )
             .map_err(|e| e.to_string())?,
         );
+        // Hive partition columns follow the file's own columns; each has one
+        // value per file, which is every row group's minimum and maximum.
+        let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
+        fields.extend(table.partition_fields.iter().cloned());
+        let schema: SchemaRef = Arc::new(Schema::new(fields));
         let df = DFSchema::try_from(schema.as_ref().clone()).map_err(|e| e.to_string())?;
         let physical = create_physical_expr(
             &expr,
@@ -93,6 +98,12 @@ fn prune_table(table: &SourceTable, filters: &[Expr]) -> Result<(usize, usize, u
         let stats = RowGroups {
             meta: &meta,
             schema: &schema,
+            partitions: table
+                .partition_fields
+                .iter()
+                .map(|f| f.name().clone())
+                .zip(f.partition_values.iter().cloned())
+                .collect(),
         };
         let keep = predicate.prune(&stats).map_err(|e| e.to_string())?;
         let n = keep.len();
@@ -110,9 +121,17 @@ fn prune_table(table: &SourceTable, filters: &[Expr]) -> Result<(usize, usize, u
 struct RowGroups<'a> {
     meta: &'a ParquetMetaData,
     schema: &'a Schema,
+    /// The file's hive partition columns and values.
+    partitions: Vec<(String, ScalarValue)>,
 }
 
 impl RowGroups<'_> {
+    /// A partition column's value repeated for every row group.
+    fn partition(&self, column: &Column) -> Option<ArrayRef> {
+        let (_, value) = self.partitions.iter().find(|(n, _)| *n == column.name)?;
+        value.to_array_of_size(self.meta.num_row_groups()).ok()
+    }
+
     fn converter(&self, column: &Column) -> Option<StatisticsConverter<'_>> {
         StatisticsConverter::try_new(
             &column.name,
@@ -125,12 +144,18 @@ impl RowGroups<'_> {
 
 impl PruningStatistics for RowGroups<'_> {
     fn min_values(&self, column: &Column) -> Option<ArrayRef> {
+        if let Some(values) = self.partition(column) {
+            return Some(values);
+        }
         self.converter(column)?
             .row_group_mins(self.meta.row_groups().iter())
             .ok()
     }
 
     fn max_values(&self, column: &Column) -> Option<ArrayRef> {
+        if let Some(values) = self.partition(column) {
+            return Some(values);
+        }
         self.converter(column)?
             .row_group_maxes(self.meta.row_groups().iter())
             .ok()
@@ -141,6 +166,16 @@ impl PruningStatistics for RowGroups<'_> {
     }
 
     fn null_counts(&self, column: &Column) -> Option<ArrayRef> {
+        if let Some((_, value)) = self.partitions.iter().find(|(n, _)| *n == column.name) {
+            let nulls = if value.is_null() { 1 } else { 0 };
+            let counts: UInt64Array = self
+                .meta
+                .row_groups()
+                .iter()
+                .map(|g| Some(nulls * g.num_rows().max(0) as u64))
+                .collect();
+            return Some(Arc::new(counts));
+        }
         self.converter(column)?
             .row_group_null_counts(self.meta.row_groups().iter())
             .ok()

@@ -32,6 +32,25 @@ pub fn inner_query(spec: &Spec) -> String {
 /// query's output columns (`"__input"."ts" DESC NULLS LAST`), when every key
 /// is one of those columns; empty otherwise.
 pub fn query_order(inner: &LogicalPlan) -> Vec<String> {
+    top_sort(inner).unwrap_or_default()
+}
+
+/// A note for the build output when the spec's query ends in an ORDER BY
+/// that cannot be the stored order (a key that is not an output column).
+pub fn unstored_order_note(inner: &LogicalPlan) -> Option<String> {
+    match top_sort(inner) {
+        Some(keys) if keys.is_empty() => Some(
+            "the query's ORDER BY sorts by something it does not output, so it is not the \
+             stored order; select the sort keys as columns to store rows in that order"
+                .to_string(),
+        ),
+        _ => None,
+    }
+}
+
+/// `None` when the query has no top-level ORDER BY; otherwise its keys as
+/// order items, empty when some key is not an output column.
+fn top_sort(inner: &LogicalPlan) -> Option<Vec<String>> {
     let mut node = inner;
     let mut projected: Option<Vec<String>> = None;
     loop {
@@ -46,7 +65,7 @@ pub fn query_order(inner: &LogicalPlan) -> Vec<String> {
         }
     }
     let LogicalPlan::Sort(sort) = node else {
-        return Vec::new();
+        return None;
     };
     let outputs: Vec<String> = match projected {
         Some(names) => names,
@@ -61,10 +80,10 @@ pub fn query_order(inner: &LogicalPlan) -> Vec<String> {
     let mut items = Vec::new();
     for s in &sort.expr {
         let Expr::Column(c) = &s.expr else {
-            return Vec::new();
+            return Some(Vec::new());
         };
         if !outputs.contains(&c.name) {
-            return Vec::new();
+            return Some(Vec::new());
         }
         items.push(format!(
             "\"__input\".{} {} NULLS {}",
@@ -73,7 +92,7 @@ pub fn query_order(inner: &LogicalPlan) -> Vec<String> {
             if s.nulls_first { "FIRST" } else { "LAST" }
         ));
     }
-    items
+    Some(items)
 }
 
 /// The pass query. `total_order` appends an ORDER BY: the query's own keys

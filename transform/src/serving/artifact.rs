@@ -73,6 +73,17 @@ pub fn read(manifest: &Manifest, dir: Option<&Path>) -> Result<ArtifactParts, Tr
     })
 }
 
+/// The frozen statistics of field `name` in the artifact at `dir`, one
+/// entry per slot, vocabularies kept in side files included (for display:
+/// floats as serde_json reads them).
+pub fn field_stats(
+    manifest: &Manifest,
+    dir: &Path,
+    name: &str,
+) -> Result<Option<Vec<FrozenStats>>, TransformError> {
+    frozen_of(manifest, None, Some(dir), name)
+}
+
 /// The frozen statistics of field `name`, one entry per slot.
 fn frozen_of(
     manifest: &Manifest,
