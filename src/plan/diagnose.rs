@@ -10,7 +10,7 @@
 use super::sql::inner_query;
 use super::{PlanError, quote_ident};
 use crate::spec::Spec;
-use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::execution::context::SessionContext;
 use datafusion::logical_expr::LogicalPlan;
 use tessera_transform::chain::Chain;

@@ -289,8 +289,8 @@ impl Planner {
                     Ok((logical, physical))
                 })
             };
-        let planned = plan_with(None)
-            .and_then(|(l, p)| diagnose::check_deterministic(&l).map(|()| (l, p)));
+        let planned =
+            plan_with(None).and_then(|(l, p)| diagnose::check_deterministic(&l).map(|()| (l, p)));
         let (logical, physical) = match planned {
             Ok(plans) => plans,
             Err(e) => {
