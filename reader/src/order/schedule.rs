@@ -18,9 +18,12 @@ pub enum LastBatch {
     /// every record is seen exactly once; the last batch is smaller, and a rank
     /// whose share is empty gets one batch fewer.
     Partial,
-    /// Fill it up by wrapping around to the start of the epoch order: every
-    /// batch is full and every rank has the same number of batches; up to
-    /// `batch_size * world_size - 1` records are seen twice.
+    /// Fill it up by wrapping around to the start of the epoch order, as
+    /// often as needed: every batch is full and every rank has the same
+    /// number of batches. The padding reads the order from its start; up to
+    /// `batch_size * world_size - 1` records are seen twice when the padding
+    /// fits in one epoch, and more often each when the global batch is
+    /// larger than the epoch (docs/FORMAT.md, section 14.3).
     Pad,
 }
 
