@@ -1,6 +1,7 @@
 //! Hive partitions and pruning (issue 19, item 10): `tessera explain` tells
 //! what a filter on a partition column skips (it used to fail with a schema
-//! error), and `tessera build` reports the row groups it skipped.
+//! error), and `tessera build` skips the files the filter rules out by
+//! their partition values, and counts them.
 
 mod common;
 
@@ -86,8 +87,42 @@ fn a_filter_on_a_partition_column_is_explained_and_counted() {
     assert!(o.status.success(), "{}", stderr(&o));
     let report: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json report");
     assert_eq!(find_u64(&report, "rows_kept"), Some(3 * ROWS as u64));
-    // The nine files outside year=2021 are skipped by their partition values
-    // (their row groups count as pruned; `files_pruned` stays 0 because the
-    // scan prunes them after opening, see issue 19 item 10).
-    assert_eq!(find_u64(&report, "row_groups_pruned"), Some(9), "{report}");
+    // The nine files outside year=2021 are skipped by their partition values,
+    // before they are opened: no row group of theirs is read or counted.
+    assert_eq!(find_u64(&report, "files_pruned"), Some(9), "{report}");
+    assert_eq!(find_u64(&report, "row_groups_pruned"), Some(0), "{report}");
+    assert_eq!(
+        find_u64(&report, "rows_scanned"),
+        Some(3 * ROWS as u64),
+        "{report}"
+    );
+
+    // A filter on a partition column and a file column: the partition part
+    // skips files, the rest is applied to the rows; 2 and 4 threads agree.
+    let spec2 = root.join("spec2.yaml");
+    std::fs::write(
+        &spec2,
+        "version: 1\nname: hive2\nsources:\n  ev: { path: ev }\n\
+         filter: \"region IN ('eu', 'asia') AND year >= 2021 AND x >= 0\"\n\
+         fields:\n  id: { dtype: i64, column: id }\n",
+    )
+    .expect("spec");
+    let spec2 = spec2.to_str().expect("utf-8 path");
+    for threads in ["1", "2"] {
+        let cache = root.join(format!("cache2-{threads}"));
+        let cache = cache.to_str().expect("utf-8 path");
+        let o = run(&[
+            "build",
+            spec2,
+            "--cache-dir",
+            cache,
+            "--json",
+            "--threads",
+            threads,
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let report: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json report");
+        assert_eq!(find_u64(&report, "rows_kept"), Some(4 * ROWS as u64));
+        assert_eq!(find_u64(&report, "files_pruned"), Some(8), "{report}");
+    }
 }

@@ -356,7 +356,7 @@ fn reads(plan: &dyn ExecutionPlan, source: &str) -> bool {
 
 /// Why a global query's result could depend on the order rows arrive in
 /// (and so on the thread count), if it could: aggregates other than exact
-/// ones (count, min, max, integer sums, ...), window functions, and limits.
+/// ones (count, min, max, integer and decimal sums, ...), window functions, and limits.
 /// Such queries run in one partition.
 pub fn order_sensitive(plan: &LogicalPlan) -> Option<String> {
     let mut found = None;
@@ -400,12 +400,15 @@ fn inexact_aggregate(
                     | "bit_or"
                     | "bit_xor"
                     | "approx_distinct"
+                    // The exact decimal average (plan/decimal.rs): integer sums.
+                    | "tessera_exact_avg"
             );
-            let integer_args = f
-                .params
-                .args
-                .iter()
-                .all(|a| a.get_type(schema).map(|t| t.is_integer()).unwrap_or(false));
+            // Decimal sums are integer sums of the unscaled values.
+            let integer_args = f.params.args.iter().all(|a| {
+                a.get_type(schema)
+                    .map(|t| t.is_integer() || t.is_decimal())
+                    .unwrap_or(false)
+            });
             let exact =
                 (exact_any || (name == "sum" && integer_args)) && f.params.order_by.is_empty();
             if !exact {

@@ -110,13 +110,19 @@ pub fn session(opts: &SessionOptions) -> Result<SessionContext, PlanError> {
             }),
         );
     }
-    let state = SessionStateBuilder::new()
+    let mut state = SessionStateBuilder::new()
         .with_config(config)
         .with_runtime_env(runtime)
         .with_default_features()
         .with_physical_optimizer_rules(rules)
         .with_analyzer_rule(Arc::new(super::checked::CheckedArithmetic))
         .build();
+    // Before type coercion: exact decimal averages and quotients.
+    datafusion::execution::FunctionRegistry::register_function_rewrite(
+        &mut state,
+        Arc::new(super::decimal::ExactDecimals),
+    )
+    .map_err(query_err("starting the query engine"))?;
     Ok(SessionContext::new_with_state(state))
 }
 

@@ -21,6 +21,7 @@
 mod checked;
 pub mod chunking;
 mod csv;
+mod decimal;
 mod diagnose;
 mod encode;
 pub mod engine;
@@ -480,7 +481,7 @@ impl Planner {
         let mut options = planning_options(&self.opts, None);
         options.partitions = threads;
         let ctx = exec::session(&options)?;
-        sources::register(
+        let pruned = sources::register(
             &ctx,
             self.tables
                 .values()
@@ -549,7 +550,9 @@ impl Planner {
                 context: path.display().to_string(),
                 message: e.to_string(),
             })?;
-            Ok::<_, PlanError>((exec::collect_metrics(plan.as_ref()), cumulative))
+            let mut metrics = exec::collect_metrics(plan.as_ref());
+            metrics.files_pruned += sources::count_pruned(pruned.values());
+            Ok::<_, PlanError>((metrics, cumulative))
         })?;
         let total = cumulative.last().copied().unwrap_or(0);
         let per = rows_per_chunk.max(1);
@@ -586,7 +589,7 @@ impl Planner {
             spill_dir: self.opts.work_dir.clone(),
             chunked: Some(chunk.source.clone()),
         })?;
-        sources::register(
+        let pruned = sources::register(
             &ctx,
             self.tables
                 .values()
@@ -620,7 +623,11 @@ impl Planner {
                 })?;
                 sink(&batch)?;
             }
-            Ok(exec::collect_metrics(plan.as_ref()))
+            // Only the chunked source's files: the others are read whole by
+            // every chunk and would be counted once per chunk.
+            let mut metrics = exec::collect_metrics(plan.as_ref());
+            metrics.files_pruned += sources::count_pruned(pruned.get(&chunk.source));
+            Ok(metrics)
         })
     }
 

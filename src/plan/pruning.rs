@@ -1,10 +1,11 @@
 //! What the filters DataFusion pushes into each Parquet scan let the row-group
 //! statistics (min, max, null counts in the footers) skip, computed from the
-//! footers alone, without reading data: for `tessera explain`.
+//! footers alone, without reading data: for `tessera explain`. And which
+//! files a filter on hive partition columns rules out, for the scans.
 
 use super::sources::SourceTable;
 use crate::spec::SourceFormat;
-use datafusion::arrow::array::{ArrayRef, BooleanArray, UInt64Array};
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, UInt64Array};
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::common::pruning::PruningStatistics;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
@@ -195,4 +196,68 @@ impl PruningStatistics for RowGroups<'_> {
     fn contained(&self, _column: &Column, _values: &HashSet<ScalarValue>) -> Option<BooleanArray> {
         None
     }
+}
+
+/// For each of `table`'s files, whether `filters` rule it out by its hive
+/// partition values alone (the filters that name only partition columns,
+/// evaluated once per file on its values). A filter that cannot be
+/// evaluated rules nothing out: DataFusion still applies every filter to the
+/// rows, so skipping here is only ever a saving.
+pub fn ruled_out_by_partition(table: &SourceTable, filters: &[Expr]) -> Vec<bool> {
+    let n = table.files.len();
+    let none = vec![false; n];
+    if table.partition_fields.is_empty() || n == 0 {
+        return none;
+    }
+    let names: HashSet<&str> = table
+        .partition_fields
+        .iter()
+        .map(|f| f.name().as_str())
+        .collect();
+    let on_partitions = filters.iter().filter(|f| {
+        let refs = f.column_refs();
+        !refs.is_empty() && refs.iter().all(|c| names.contains(c.name.as_str()))
+    });
+    let Some(conj) = on_partitions.cloned().reduce(|a, b| a.and(b)) else {
+        return none;
+    };
+    let unqualified = conj.transform(|e| match e {
+        Expr::Column(c) => Ok(Transformed::yes(Expr::Column(Column::new_unqualified(
+            c.name,
+        )))),
+        other => Ok(Transformed::no(other)),
+    });
+    let Ok(expr) = unqualified.map(|t| t.data) else {
+        return none;
+    };
+    let schema = Arc::new(Schema::new(table.partition_fields.clone()));
+    let evaluate = || -> datafusion::common::Result<Vec<bool>> {
+        let df = DFSchema::try_from(schema.as_ref().clone())?;
+        let physical = create_physical_expr(
+            &expr,
+            &df,
+            &ExecutionProps::new(),
+            &PhysicalPlanningContext::default(),
+        )?;
+        let columns = (0..table.partition_fields.len())
+            .map(|i| {
+                ScalarValue::iter_to_array(table.files.iter().map(|f| {
+                    f.partition_values
+                        .get(i)
+                        .cloned()
+                        .unwrap_or(ScalarValue::Null)
+                }))
+            })
+            .collect::<datafusion::common::Result<Vec<ArrayRef>>>()?;
+        let batch = datafusion::arrow::record_batch::RecordBatch::try_new(schema.clone(), columns)?;
+        let out = physical.evaluate(&batch)?.into_array(n)?;
+        let Some(keep) = out.as_any().downcast_ref::<BooleanArray>() else {
+            return Ok(vec![false; n]);
+        };
+        // False or null: no row of the file can pass.
+        Ok((0..n)
+            .map(|i| !(keep.is_valid(i) && keep.value(i)))
+            .collect())
+    };
+    evaluate().unwrap_or(none)
 }

@@ -31,6 +31,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::empty::EmptyExec;
 use object_store::ObjectMeta;
 use rayon::prelude::*;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -88,6 +89,17 @@ pub struct FilePart {
     pub file: usize,
     /// The rows read.
     pub range: PartRange,
+}
+
+impl FilePart {
+    /// Whether the part starts at its file's first row.
+    pub fn is_first_of_file(&self) -> bool {
+        match self.range {
+            PartRange::Whole => true,
+            PartRange::RowGroups { start, .. } => start == 0,
+            PartRange::Bytes { start, .. } => start == 0,
+        }
+    }
 }
 
 /// A spec source ready to be scanned.
@@ -625,7 +637,14 @@ pub struct FilesTable {
     /// CSV only: add each row's file and line (`csv::with_positions`), to
     /// locate a bad value in its input.
     positions: bool,
+    /// The files a scan skipped because the filters rule out their hive
+    /// partition values (indexes into the source's files).
+    partition_pruned: PrunedFiles,
 }
+
+/// Files skipped by their partition values, shared with the task that reports
+/// them.
+pub type PrunedFiles = Arc<std::sync::Mutex<std::collections::BTreeSet<usize>>>;
 
 impl FilesTable {
     /// A table over `parts` of `table`, in `partitions` contiguous groups of
@@ -636,7 +655,13 @@ impl FilesTable {
             table,
             groups,
             positions: false,
+            partition_pruned: PrunedFiles::default(),
         }
+    }
+
+    /// The files its scans skipped by their partition values.
+    pub fn partition_pruned(&self) -> PrunedFiles {
+        Arc::clone(&self.partition_pruned)
     }
 
     /// The same table with the position columns (CSV sources only).
@@ -708,10 +733,33 @@ impl TableProvider for FilesTable {
         &self,
         state: &dyn Session,
         projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
+        filters: &[Expr],
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        let groups: Vec<&Vec<FilePart>> = self.groups.iter().filter(|g| !g.is_empty()).collect();
+        // Files whose partition values no row of which could pass are not
+        // scanned at all (each counted once, at its first part).
+        let out = super::pruning::ruled_out_by_partition(&self.table, filters);
+        let kept: Vec<Vec<FilePart>> = self
+            .groups
+            .iter()
+            .map(|g| {
+                g.iter()
+                    .filter(|p| {
+                        if !out.get(p.file).copied().unwrap_or(false) {
+                            return true;
+                        }
+                        if p.is_first_of_file()
+                            && let Ok(mut set) = self.partition_pruned.lock()
+                        {
+                            set.insert(p.file);
+                        }
+                        false
+                    })
+                    .copied()
+                    .collect()
+            })
+            .collect();
+        let groups: Vec<&Vec<FilePart>> = kept.iter().filter(|g| !g.is_empty()).collect();
         if groups.is_empty() {
             let full = self.schema();
             let schema = match projection {
@@ -783,20 +831,29 @@ pub fn scan_source(plan: &dyn ExecutionPlan) -> Option<String> {
         .find_map(|f| f.extension::<SourceTag>().map(|t| t.0.clone()))
 }
 
-/// Registers `tables` in `ctx`, each over its given parts and partitions.
+/// Registers `tables` in `ctx`, each over its given parts and partitions;
+/// returns, by source name, the files their scans skip by partition values.
 pub fn register(
     ctx: &SessionContext,
     tables: Vec<(Arc<SourceTable>, Vec<FilePart>, usize)>,
-) -> Result<(), PlanError> {
+) -> Result<BTreeMap<String, PrunedFiles>, PlanError> {
+    let mut pruned = BTreeMap::new();
     for (table, parts, partitions) in tables {
         let name = table.name.clone();
-        ctx.register_table(
-            name.as_str(),
-            Arc::new(FilesTable::new(table, parts, partitions)),
-        )
-        .map_err(query_err(format!("source {name:?}")))?;
+        let t = FilesTable::new(table, parts, partitions);
+        pruned.insert(name.clone(), t.partition_pruned());
+        ctx.register_table(name.as_str(), Arc::new(t))
+            .map_err(query_err(format!("source {name:?}")))?;
     }
-    Ok(())
+    Ok(pruned)
+}
+
+/// How many files in `pruned` (all sources) were skipped.
+pub fn count_pruned<'a>(pruned: impl IntoIterator<Item = &'a PrunedFiles>) -> u64 {
+    pruned
+        .into_iter()
+        .map(|p| p.lock().map_or(0, |s| s.len() as u64))
+        .sum()
 }
 
 /// Whether `path` is one of `table`'s files.

@@ -24,13 +24,14 @@
 //! manifest's canonical spec), [`sql`] (field inputs, the split key and the
 //! filter evaluated over Arrow without DataFusion, for the expressions it
 //! knows), [`chain`] (how a field's values are read and transformed),
-//! [`values`] (checked conversions), [`semantics`] (the stable hash, frozen
+//! [`values`] (checked conversions; [`decimal`], decimals to the nearest double), [`semantics`] (the stable hash, frozen
 //! statistics, per-value arithmetic), [`record`] (the encoding), [`split`]
 //! (split assignment), [`serving`] (the [`Transform`] of an artifact),
 //! [`export`] (the portable JSON export and its conformance cases).
 #![warn(missing_docs)]
 
 pub mod chain;
+pub mod decimal;
 pub mod export;
 pub mod field;
 pub mod record;

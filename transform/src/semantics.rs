@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 /// 2: exact statistics (order- and cut-independent mean and std), global
 /// queries stored in a total order, and the build-time shuffle following
 /// order version 2 of the reader.
-pub const SEMANTICS_VERSION: u32 = 2;
+/// 3: decimals stored as their nearest double; `AVG` of a decimal and
+/// decimal quotients computed exactly as `DOUBLE`.
+pub const SEMANTICS_VERSION: u32 = 3;
 
 /// The stable 64-bit hash used by `hash_bucket` and `split`: FNV-1a over the
 /// value's UTF-8 bytes, then the SplitMix64 finalizer to spread the low bits.

@@ -85,6 +85,11 @@ impl Floats {
                 format!("a {t} column cannot be stored as numbers; convert it in an expr"),
             ));
         }
+        // Decimals are exact rationals: each becomes its nearest double
+        // (Arrow's cast rounds twice beyond 2^53).
+        if let Some(exact) = crate::decimal::array_to_f64(arr) {
+            return Ok(Floats(exact));
+        }
         let out = checked_cast(arr, &DataType::Float64, "a number")?;
         Ok(Floats(out.as_primitive().clone()))
     }
