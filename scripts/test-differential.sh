@@ -13,6 +13,10 @@ PY=${PYTHON:-python3}
 if ! "$PY" -c "import duckdb, pyarrow, numpy, pytest" 2>/dev/null; then
   "$PY" -m pip install -q duckdb pyarrow numpy pytest
 fi
+# The TPC-H generator (a binary installed beside the interpreter).
+if ! "$PY" -m pip show -q tpchgen-cli >/dev/null 2>&1; then
+  "$PY" -m pip install -q tpchgen-cli
+fi
 if [[ -z "${TESSERA_BIN:-}" ]]; then
   source scripts/env.sh
   cargo build --release -p tessera

@@ -9,7 +9,7 @@ row), so a report can be written from it."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -74,8 +74,11 @@ def _sample_diff(actual: Dict[str, np.ndarray], expected: Dict[str, np.ndarray],
     return "\n".join(lines)
 
 
-def multiset_mismatch(actual: Dict[str, np.ndarray], expected: Dict[str, np.ndarray], fields: Sequence[F]) -> str:
-    """'' when the two row multisets agree, else a description."""
+def multiset_mismatch(actual: Dict[str, np.ndarray], expected: Dict[str, np.ndarray], fields: Sequence[F],
+                      rtol: Optional[Mapping[str, float]] = None) -> str:
+    """'' when the two row multisets agree, else a description. `rtol`
+    overrides the relative tolerance of some float dtypes."""
+    tol = {**RTOL, **(rtol or {})}
     na = len(next(iter(actual.values())))
     ne = len(next(iter(expected.values())))
     if na != ne:
@@ -94,9 +97,9 @@ def multiset_mismatch(actual: Dict[str, np.ndarray], expected: Dict[str, np.ndar
         if _is_float(f):
             a64 = a.astype(np.float64)
             e64 = e.astype(np.float64)
-            ok = np.isclose(a64, e64, rtol=RTOL[f.dtype], atol=ATOL[f.dtype], equal_nan=True)
+            ok = np.isclose(a64, e64, rtol=tol[f.dtype], atol=ATOL[f.dtype], equal_nan=True)
             # np.isclose is asymmetric in b; check both ways.
-            ok &= np.isclose(e64, a64, rtol=RTOL[f.dtype], atol=ATOL[f.dtype], equal_nan=True)
+            ok &= np.isclose(e64, a64, rtol=tol[f.dtype], atol=ATOL[f.dtype], equal_nan=True)
         else:
             ok = a.astype(np.int64) == e.astype(np.int64) if f.dtype != "u64" else a == e
         row_bad = ~ok.all(axis=1)

@@ -129,17 +129,21 @@ class DuckOracle:
         for name, reader in views.items():
             self.con.execute(f"CREATE VIEW {name} AS SELECT * FROM {reader}")
 
-    def sql_for(self, q: Q) -> str:
+    def sql_for(self, q: Q, order_by: Optional[str] = None) -> str:
         items = [f"{f.select_sql()} AS \"__f{i}\"" for i, f in enumerate(q.fields)]
         if q.split is not None:
             items.append(f"({q.split.key}) AS \"__split\"")
         sql = f"SELECT {', '.join(items)} FROM ({q.duck_sql}) AS \"__input\""
         if q.filter:
             sql += f" WHERE {q.filter}"
+        if order_by:
+            sql += f" ORDER BY {order_by}"
         return sql
 
-    def expected(self, q: Q) -> Expected:
-        sql = self.sql_for(q)
+    def expected(self, q: Q, order_by: Optional[str] = None) -> Expected:
+        """The answer; rows in the order of `order_by` (SQL over the query's
+        output, `"__input".col`) when given, else in no particular order."""
+        sql = self.sql_for(q, order_by)
         try:
             cols = self.con.execute(sql).fetchnumpy()
         except duckdb.Error as e:  # the corpus must be valid DuckDB SQL
