@@ -60,7 +60,11 @@ impl Chunk {
     }
 }
 
-/// Cuts `table` into chunks of about `target` input bytes, in input order.
+/// Most files one chunk reads (see [`cut`]).
+pub const MAX_FILES_PER_CHUNK: usize = 1000;
+
+/// Cuts `table` into chunks of about `target` input bytes and at most
+/// [`MAX_FILES_PER_CHUNK`] files, in input order.
 pub fn cut(table: &SourceTable, target: u64) -> Result<Vec<Chunk>, PlanError> {
     // Pieces: the smallest units a chunk is made of, with their weight.
     let mut pieces: Vec<(FilePart, u64)> = Vec::new();
@@ -130,7 +134,14 @@ pub fn cut(table: &SourceTable, target: u64) -> Result<Vec<Chunk>, PlanError> {
         *bytes = 0;
     };
     for (piece, weight) in pieces {
-        if bytes > 0 && bytes + weight > target {
+        // A new chunk at the byte target, or when the piece would be the
+        // chunk's (MAX_FILES_PER_CHUNK + 1)-th file: a scan keeps some state
+        // per file it opens (metrics, footers), about 25 KiB, so a chunk of
+        // 50,000 tiny files needed over 1 GiB.
+        let new_file = parts.last().is_none_or(|p| p.file != piece.file);
+        if (bytes > 0 && bytes + weight > target)
+            || (new_file && parts.len() >= MAX_FILES_PER_CHUNK)
+        {
             flush(&mut parts, &mut bytes, &mut chunks);
         }
         push_piece(table, &mut parts, piece);
