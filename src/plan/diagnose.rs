@@ -121,6 +121,12 @@ pub(super) fn pin(
 
 /// Why a volatile expression is refused.
 pub(super) fn volatile_message(e: &str) -> String {
+    // The pass query's own alias of a field's input (`... AS __f1`) is not
+    // in the spec: show the expression as written.
+    let e = match e.rfind(" AS __") {
+        Some(i) if !e[i + 6..].contains(' ') => &e[..i],
+        _ => e,
+    };
     format!(
         "{e} is volatile (it gives a different value on every run), so the artifact would not \
          be a function of its inputs; derive randomness from the data instead, e.g. a hash of \
