@@ -3,7 +3,8 @@
 //! data the test writes and checked against a computation of its own.
 
 use datafusion::arrow::array::{
-    ArrayRef, Float64Array, Int64Array, Int64Builder, ListBuilder, StringArray, UInt64Array,
+    ArrayRef, Float64Array, Float64Builder, Int64Array, Int64Builder, ListBuilder, StringArray,
+    UInt64Array,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -766,4 +767,79 @@ fn a_cross_join_that_explodes_stops_at_the_output_limit() {
     )
     .expect("within the limit");
     assert_eq!(r.rows.get("all"), Some(9_000_000));
+}
+
+#[test]
+fn list_statistics_count_only_the_stored_elements() {
+    // Issue 19: `length: 2` stores 1, 2 of [1, 2, 100] and 3 of [3] (then a
+    // pad); the statistics must be those of 1, 2, 3, not of 100 or the pad.
+    let fx = Fixture::new();
+    let input: Vec<Vec<f64>> = vec![vec![1.0, 2.0, 100.0], vec![3.0]];
+    let mut lists = ListBuilder::new(Float64Builder::new());
+    for l in &input {
+        for &x in l {
+            lists.values().append_value(x);
+        }
+        lists.append(true);
+    }
+    let b = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new(
+            "l",
+            DataType::List(Arc::new(Field::new("item", DataType::Float64, true))),
+            true,
+        )])),
+        vec![Arc::new(lists.finish()) as ArrayRef],
+    )
+    .expect("batch");
+    fx.parquet("l.parquet", &b, 10);
+    let r = fx
+        .build(
+            "version: 1\nname: l\nsources:\n  t: { path: l.parquet }\nfields:\n\
+             \x20 s: { dtype: f64, column: l, length: 2, pad: 0, transform: standardize }\n\
+             \x20 m: { dtype: f64, column: l, length: 2, pad: -1, transform: min_max }\n",
+            1,
+        )
+        .expect("build");
+    // The stored elements, computed here: the first two of each list.
+    let stored: Vec<f64> = input
+        .iter()
+        .flat_map(|l| l.iter().take(2))
+        .copied()
+        .collect();
+    assert_eq!(stored, vec![1.0, 2.0, 3.0]);
+    let n = stored.len() as f64;
+    let mean = stored.iter().sum::<f64>() / n;
+    let std = (stored.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
+    assert_eq!(mean, 2.0);
+    let ds = Dataset::open(&r.path).expect("open");
+    let st = &ds.manifest().stats["s"][0];
+    assert_eq!(st["count"], 3, "{st}");
+    assert!(
+        (st["mean"].as_f64().expect("mean") - mean).abs() < 1e-12,
+        "{st}"
+    );
+    assert!(
+        (st["std"].as_f64().expect("std") - std).abs() < 1e-12,
+        "{st}"
+    );
+    let mm = &ds.manifest().stats["m"][0];
+    assert_eq!(
+        (mm["min"].as_f64(), mm["max"].as_f64()),
+        (Some(1.0), Some(3.0)),
+        "{mm}"
+    );
+    assert_eq!(mm["count"], 3, "{mm}");
+    let s = |i: u64| ds.field::<f64>(i, "s").expect("s").to_vec();
+    let m = |i: u64| ds.field::<f64>(i, "m").expect("m").to_vec();
+    let z = |x: f64| (x - mean) / std;
+    for (got, want) in s(0).iter().zip([z(1.0), z(2.0)]) {
+        assert!((got - want).abs() < 1e-12, "{:?}", s(0));
+    }
+    assert!(
+        (s(1)[0] - z(3.0)).abs() < 1e-12 && s(1)[1] == 0.0,
+        "{:?}",
+        s(1)
+    );
+    assert_eq!(m(0), vec![0.0, 0.5]);
+    assert_eq!(m(1), vec![1.0, -1.0]);
 }

@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 /// Version of the transform semantics; part of every artifact hash.
 /// 2: exact statistics (order- and cut-independent mean and std), global
 /// queries stored in a total order, and the build-time shuffle following
-/// order version 2 of the reader.
-pub const SEMANTICS_VERSION: u32 = 2;
+/// order version 2 of the reader. 3: the statistics of a list field count
+/// only the elements stored (the first `length` of each list).
+pub const SEMANTICS_VERSION: u32 = 3;
 
 /// The stable 64-bit hash used by `hash_bucket` and `split`: FNV-1a over the
 /// value's UTF-8 bytes, then the SplitMix64 finalizer to spread the low bits.
