@@ -843,3 +843,51 @@ fn list_statistics_count_only_the_stored_elements() {
     assert_eq!(m(0), vec![0.0, 0.5]);
     assert_eq!(m(1), vec![1.0, -1.0]);
 }
+
+#[test]
+fn empty_csv_fields_are_null_with_or_without_null_values() {
+    // Issue 19: `null_values: [NA]` used to make an empty field a value (a
+    // vocabulary entry "", or `"" is not a number`). An empty field is null
+    // either way; `null_values` only add nulls. (python/tests/
+    // test_csv_nulls.py checks the same rule against pandas and pyarrow.)
+    let fx = Fixture::new();
+    let spec = |file: &str, options: &str| {
+        format!(
+            "version: 1\nname: e\nsources:\n  t: {{ path: {file}{options} }}\nfields:\n\
+             \x20 x: {{ dtype: f64, column: x, fill_null: -100 }}\n\
+             \x20 s: {{ dtype: i32, column: s, transform: {{ vocab: {{ oov: 0 }} }} }}\n\
+             \x20 s_null: {{ dtype: u8, expr: \"CAST(s IS NULL AS TINYINT)\" }}\n"
+        )
+    };
+    let floats = |ds: &Dataset, f: &str| -> Vec<f64> {
+        (0..ds.len())
+            .map(|i| ds.field::<f64>(i, f).expect("f")[0])
+            .collect()
+    };
+    let bytes = |ds: &Dataset, f: &str| -> Vec<u8> {
+        (0..ds.len())
+            .map(|i| ds.field::<u8>(i, f).expect("f")[0])
+            .collect()
+    };
+    fx.text("na.csv", "x,s\n1.5,a\n,\nNA,NA\n\"\",\"\"\n2,na\n");
+    for options in [", null_values: [NA]", ", null_values: [\"\", NA]"] {
+        let r = fx.build(&spec("na.csv", options), 1).expect("build");
+        let ds = Dataset::open(&r.path).expect("open");
+        assert_eq!(
+            floats(&ds, "x"),
+            vec![1.5, -100.0, -100.0, -100.0, 2.0],
+            "{options}"
+        );
+        assert_eq!(bytes(&ds, "s_null"), vec![0, 1, 1, 1, 0], "{options}");
+        let vocab = &ds.manifest().stats["s"][0]["values"];
+        assert_eq!(vocab, &serde_json::json!(["a", "na"]), "{options}");
+    }
+    // Without null_values: the empty field is still null, and NA is text.
+    fx.text("plain.csv", "x,s\n1.5,a\n,\n3,NA\n\"\",\"\"\n2,na\n");
+    let r = fx.build(&spec("plain.csv", ""), 1).expect("build");
+    let ds = Dataset::open(&r.path).expect("open");
+    assert_eq!(floats(&ds, "x"), vec![1.5, -100.0, 3.0, -100.0, 2.0]);
+    assert_eq!(bytes(&ds, "s_null"), vec![0, 1, 0, 1, 0]);
+    let vocab = &ds.manifest().stats["s"][0]["values"];
+    assert_eq!(vocab, &serde_json::json!(["NA", "a", "na"]));
+}

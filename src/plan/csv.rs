@@ -41,12 +41,18 @@ const INFER_ROWS: usize = 1_000_000;
 /// Rows per batch of the scan.
 const BATCH_ROWS: usize = 8192;
 
-/// The null pattern: any of the spec's `null_values`, exactly.
+/// The null pattern: an empty field, or any of the spec's `null_values`,
+/// exactly. Without `null_values` arrow-csv takes an empty field as null by
+/// itself; a pattern replaces that rule, so the empty field is part of it
+/// (`null_values` add nulls, they never make an empty field a value).
 fn null_regex(csv: &CsvOptions) -> Result<Option<regex::Regex>, PlanError> {
     if csv.null_values.is_empty() {
         return Ok(None);
     }
-    let alts: Vec<String> = csv.null_values.iter().map(|v| regex::escape(v)).collect();
+    let alts: Vec<String> = std::iter::once("")
+        .chain(csv.null_values.iter().map(String::as_str))
+        .map(regex::escape)
+        .collect();
     regex::Regex::new(&format!("^(?:{})$", alts.join("|")))
         .map(Some)
         .map_err(|e| PlanError::Query {
