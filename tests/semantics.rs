@@ -891,3 +891,101 @@ fn empty_csv_fields_are_null_with_or_without_null_values() {
     let vocab = &ds.manifest().stats["s"][0]["values"];
     assert_eq!(vocab, &serde_json::json!(["NA", "a", "na"]));
 }
+
+#[test]
+fn bytes_fields_take_binary_values_of_exactly_their_size() {
+    use datafusion::arrow::array::{BinaryArray, FixedSizeBinaryArray, LargeBinaryArray};
+    let fx = Fixture::new();
+    let values: [&[u8]; 3] = [b"\x00\x01\x02\x03", b"abcd", b"\xff\xfe\xfd\xfc"];
+    let short: [&[u8]; 3] = [b"wxyz", b"abcd", b"abc"];
+    let b = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("bin", DataType::Binary, false),
+            Field::new("large", DataType::LargeBinary, false),
+            Field::new("fixed", DataType::FixedSizeBinary(4), false),
+            Field::new("short", DataType::Binary, false),
+            Field::new("text", DataType::Utf8, false),
+            Field::new("holes", DataType::Binary, true),
+        ])),
+        vec![
+            Arc::new(BinaryArray::from_iter_values(values)) as ArrayRef,
+            Arc::new(LargeBinaryArray::from_iter_values(values)),
+            Arc::new(FixedSizeBinaryArray::try_from_iter(values.iter()).expect("fixed")),
+            Arc::new(BinaryArray::from_iter_values(short)),
+            Arc::new(StringArray::from(vec!["abcd", "efgh", "ijkl"])),
+            Arc::new(BinaryArray::from(vec![
+                Some(values[0]),
+                None,
+                Some(values[2]),
+            ])),
+        ],
+    )
+    .expect("batch");
+    fx.parquet("b.parquet", &b, 10);
+    let spec = |fields: &str| {
+        format!("version: 1\nname: b\nsources:\n  t: {{ path: b.parquet }}\nfields:\n{fields}")
+    };
+    let r = fx
+        .build(
+            &spec(
+                "  bin: { dtype: u8, column: bin, bytes: 4 }\n\
+                 \x20 large: { dtype: u8, column: large, bytes: 4 }\n\
+                 \x20 fixed: { dtype: u8, column: fixed, bytes: 4 }\n\
+                 \x20 text: { dtype: u8, expr: \"CAST(text AS BYTEA)\", bytes: 4 }\n",
+            ),
+            1,
+        )
+        .expect("binary of 4 bytes");
+    let ds = Dataset::open(&r.path).expect("open");
+    for f in ["bin", "large", "fixed"] {
+        for (i, v) in values.iter().enumerate() {
+            assert_eq!(ds.field::<u8>(i as u64, f).expect("f"), *v, "{f} row {i}");
+        }
+    }
+    for (i, v) in ["abcd", "efgh", "ijkl"].iter().enumerate() {
+        assert_eq!(
+            ds.field::<u8>(i as u64, "text").expect("text"),
+            v.as_bytes()
+        );
+    }
+    // A value of another length: the field, the row and both sizes.
+    let e = fx
+        .build(&spec("  s: { dtype: u8, column: short, bytes: 4 }\n"), 1)
+        .expect_err("3 bytes")
+        .to_string();
+    eprintln!("wrong length: {e}");
+    assert!(e.contains("spec.yaml:6: fields.s:"), "{e}");
+    assert!(
+        e.contains("row 3") && e.contains("the value has 3 bytes; the field holds exactly 4"),
+        "{e}"
+    );
+    // A fixed-size binary column of another width fails the same way.
+    let e = fx
+        .build(&spec("  f: { dtype: u8, column: fixed, bytes: 8 }\n"), 1)
+        .expect_err("4 bytes, not 8")
+        .to_string();
+    assert!(
+        e.contains("the value has 4 bytes; the field holds exactly 8"),
+        "{e}"
+    );
+    // Text is not binary: convert it in an expr.
+    let e = fx
+        .build(&spec("  t: { dtype: u8, column: text, bytes: 4 }\n"), 1)
+        .expect_err("text")
+        .to_string();
+    eprintln!("text: {e}");
+    assert!(
+        e.contains("fields.t") && e.contains("bytes needs a binary column"),
+        "{e}"
+    );
+    // A null is an error naming the row.
+    let e = fx
+        .build(&spec("  h: { dtype: u8, column: holes, bytes: 4 }\n"), 1)
+        .expect_err("null")
+        .to_string();
+    eprintln!("null: {e}");
+    assert!(
+        e.contains("fields.h") && e.contains("row 2") && e.contains("is null"),
+        "{e}"
+    );
+}
