@@ -263,6 +263,11 @@ enum Command {
         /// Keep only the rows the spec's filter accepts (default: all rows).
         #[arg(long)]
         filter: bool,
+        /// Compute only these fields (comma-separated; default: all), so the
+        /// rows need only their inputs (not the label's, say). The output
+        /// holds only these fields.
+        #[arg(long, value_delimiter = ',')]
+        fields: Vec<String>,
         /// Artifact cache directory.
         #[arg(long)]
         cache_dir: Option<PathBuf>,
@@ -786,6 +791,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             output,
             format,
             filter,
+            fields,
             cache_dir,
             json,
         } => {
@@ -798,7 +804,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     output.display()
                 ),
             };
-            let r = tessera::serve::transform_file(&path, &input, &output, format, filter)?;
+            let r =
+                tessera::serve::transform_file(&path, &input, &output, format, filter, &fields)?;
             if json {
                 println!("{}", serde_json::to_string(&r)?);
             } else {

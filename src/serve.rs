@@ -5,6 +5,7 @@
 
 use crate::build::BuildError;
 use crate::plan::engine::DataFusionEngine;
+use crate::spec::CsvOptions;
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -73,17 +74,69 @@ pub fn open(dir: &Path) -> Result<Transform, BuildError> {
     Ok(t.with_engine(Arc::new(engine)))
 }
 
+/// The CSV options rows to transform are read with, from the artifact's
+/// spec: those of its CSV source, or of all its CSV sources when they agree
+/// (the rows are the query's output, which is then read as they were);
+/// otherwise the defaults (a comma, a header, empty fields null).
+pub fn input_csv_options(artifact: &Path) -> Result<CsvOptions, BuildError> {
+    let path = artifact.join(tessera_reader::MANIFEST_FILE);
+    let bytes =
+        std::fs::read(&path).map_err(|e| BuildError::Other(format!("{}: {e}", path.display())))?;
+    let manifest = tessera_reader::Manifest::parse(&bytes, &path)?;
+    let sources = manifest.spec.get("sources").and_then(|s| s.as_array());
+    let mut found: Vec<CsvOptions> = Vec::new();
+    for csv in sources.into_iter().flatten().filter_map(|s| s.get("csv")) {
+        let Some(o) = csv.as_object() else { continue };
+        let delimiter = o
+            .get("delimiter")
+            .and_then(|d| d.as_str())
+            .and_then(|d| d.bytes().next())
+            .unwrap_or(b',');
+        let header = o.get("header").and_then(|h| h.as_bool()).unwrap_or(true);
+        let mut null_values: Vec<String> = o
+            .get("null_values")
+            .and_then(|v| v.as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect();
+        // The empty field is null anyway.
+        null_values.retain(|v| !v.is_empty());
+        let options = CsvOptions {
+            delimiter,
+            header,
+            null_values,
+        };
+        if !found.contains(&options) {
+            found.push(options);
+        }
+    }
+    Ok(match <[CsvOptions; 1]>::try_from(found) {
+        Ok([one]) => one,
+        Err(_) => CsvOptions::default(),
+    })
+}
+
 /// Applies the transform of `artifact` to the rows of `input`, writing
-/// `output` in `format`.
+/// `output` in `format`. A CSV input is read with the CSV options of the
+/// artifact's spec ([`input_csv_options`]). With `fields` (not empty), only
+/// those fields are computed and written ([`Transform::with_fields`]), so
+/// the rows need only their inputs.
 pub fn transform_file(
     artifact: &Path,
     input: &Path,
     output: &Path,
     format: OutputFormat,
     filter: bool,
+    fields: &[String],
 ) -> Result<TransformReport, BuildError> {
     let t0 = Instant::now();
-    let t = open(artifact)?;
+    let mut t = open(artifact)?;
+    if !fields.is_empty() {
+        t = t
+            .with_fields(fields)
+            .map_err(|e| BuildError::Other(format!("{}: {e}", artifact.display())))?;
+    }
     let apply = |b: &RecordBatch| {
         if filter {
             t.apply_filtered(b)
@@ -91,7 +144,8 @@ pub fn transform_file(
             t.apply(b)
         }
     };
-    let batches = crate::plan::rows::read_rows(input, BATCH_ROWS)?;
+    let csv = input_csv_options(artifact)?;
+    let batches = crate::plan::rows::read_rows(input, BATCH_ROWS, &csv)?;
     let fail = |e: tessera_transform::TransformError| {
         BuildError::Other(format!("{}: {e}", input.display()))
     };
@@ -182,7 +236,7 @@ pub fn export(
     let manifest = tessera_reader::Dataset::open(artifact)?.manifest().clone();
     let doc = export::document(&t, &manifest.artifact_hash, &manifest.name);
     let file_rows = match rows {
-        Some(p) => crate::plan::rows::read_all(p)?,
+        Some(p) => crate::plan::rows::read_all(p, &input_csv_options(artifact)?)?,
         None => None,
     };
     let list = export::conformance(&t, cases, file_rows.as_ref())

@@ -47,7 +47,8 @@ pub fn latency(
     if !datafusion.is_empty() {
         t = crate::serve::open(artifact)?;
     }
-    let batches = crate::plan::rows::read_rows(input, 1 << 16)?;
+    let csv = crate::serve::input_csv_options(artifact)?;
+    let batches = crate::plan::rows::read_rows(input, 1 << 16, &csv)?;
     let Some(first) = batches.first() else {
         return Err(BuildError::Other(format!("{}: no rows", input.display())));
     };

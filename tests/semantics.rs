@@ -3,7 +3,8 @@
 //! data the test writes and checked against a computation of its own.
 
 use datafusion::arrow::array::{
-    ArrayRef, Float64Array, Int64Array, Int64Builder, ListBuilder, StringArray, UInt64Array,
+    ArrayRef, Float64Array, Float64Builder, Int64Array, Int64Builder, ListBuilder, StringArray,
+    UInt64Array,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -766,4 +767,225 @@ fn a_cross_join_that_explodes_stops_at_the_output_limit() {
     )
     .expect("within the limit");
     assert_eq!(r.rows.get("all"), Some(9_000_000));
+}
+
+#[test]
+fn list_statistics_count_only_the_stored_elements() {
+    // Issue 19: `length: 2` stores 1, 2 of [1, 2, 100] and 3 of [3] (then a
+    // pad); the statistics must be those of 1, 2, 3, not of 100 or the pad.
+    let fx = Fixture::new();
+    let input: Vec<Vec<f64>> = vec![vec![1.0, 2.0, 100.0], vec![3.0]];
+    let mut lists = ListBuilder::new(Float64Builder::new());
+    for l in &input {
+        for &x in l {
+            lists.values().append_value(x);
+        }
+        lists.append(true);
+    }
+    let b = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new(
+            "l",
+            DataType::List(Arc::new(Field::new("item", DataType::Float64, true))),
+            true,
+        )])),
+        vec![Arc::new(lists.finish()) as ArrayRef],
+    )
+    .expect("batch");
+    fx.parquet("l.parquet", &b, 10);
+    let r = fx
+        .build(
+            "version: 1\nname: l\nsources:\n  t: { path: l.parquet }\nfields:\n\
+             \x20 s: { dtype: f64, column: l, length: 2, pad: 0, transform: standardize }\n\
+             \x20 m: { dtype: f64, column: l, length: 2, pad: -1, transform: min_max }\n",
+            1,
+        )
+        .expect("build");
+    // The stored elements, computed here: the first two of each list.
+    let stored: Vec<f64> = input
+        .iter()
+        .flat_map(|l| l.iter().take(2))
+        .copied()
+        .collect();
+    assert_eq!(stored, vec![1.0, 2.0, 3.0]);
+    let n = stored.len() as f64;
+    let mean = stored.iter().sum::<f64>() / n;
+    let std = (stored.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
+    assert_eq!(mean, 2.0);
+    let ds = Dataset::open(&r.path).expect("open");
+    let st = &ds.manifest().stats["s"][0];
+    assert_eq!(st["count"], 3, "{st}");
+    assert!(
+        (st["mean"].as_f64().expect("mean") - mean).abs() < 1e-12,
+        "{st}"
+    );
+    assert!(
+        (st["std"].as_f64().expect("std") - std).abs() < 1e-12,
+        "{st}"
+    );
+    let mm = &ds.manifest().stats["m"][0];
+    assert_eq!(
+        (mm["min"].as_f64(), mm["max"].as_f64()),
+        (Some(1.0), Some(3.0)),
+        "{mm}"
+    );
+    assert_eq!(mm["count"], 3, "{mm}");
+    let s = |i: u64| ds.field::<f64>(i, "s").expect("s").to_vec();
+    let m = |i: u64| ds.field::<f64>(i, "m").expect("m").to_vec();
+    let z = |x: f64| (x - mean) / std;
+    for (got, want) in s(0).iter().zip([z(1.0), z(2.0)]) {
+        assert!((got - want).abs() < 1e-12, "{:?}", s(0));
+    }
+    assert!(
+        (s(1)[0] - z(3.0)).abs() < 1e-12 && s(1)[1] == 0.0,
+        "{:?}",
+        s(1)
+    );
+    assert_eq!(m(0), vec![0.0, 0.5]);
+    assert_eq!(m(1), vec![1.0, -1.0]);
+}
+
+#[test]
+fn empty_csv_fields_are_null_with_or_without_null_values() {
+    // Issue 19: `null_values: [NA]` used to make an empty field a value (a
+    // vocabulary entry "", or `"" is not a number`). An empty field is null
+    // either way; `null_values` only add nulls. (python/tests/
+    // test_csv_nulls.py checks the same rule against pandas and pyarrow.)
+    let fx = Fixture::new();
+    let spec = |file: &str, options: &str| {
+        format!(
+            "version: 1\nname: e\nsources:\n  t: {{ path: {file}{options} }}\nfields:\n\
+             \x20 x: {{ dtype: f64, column: x, fill_null: -100 }}\n\
+             \x20 s: {{ dtype: i32, column: s, transform: {{ vocab: {{ oov: 0 }} }} }}\n\
+             \x20 s_null: {{ dtype: u8, expr: \"CAST(s IS NULL AS TINYINT)\" }}\n"
+        )
+    };
+    let floats = |ds: &Dataset, f: &str| -> Vec<f64> {
+        (0..ds.len())
+            .map(|i| ds.field::<f64>(i, f).expect("f")[0])
+            .collect()
+    };
+    let bytes = |ds: &Dataset, f: &str| -> Vec<u8> {
+        (0..ds.len())
+            .map(|i| ds.field::<u8>(i, f).expect("f")[0])
+            .collect()
+    };
+    fx.text("na.csv", "x,s\n1.5,a\n,\nNA,NA\n\"\",\"\"\n2,na\n");
+    for options in [", null_values: [NA]", ", null_values: [\"\", NA]"] {
+        let r = fx.build(&spec("na.csv", options), 1).expect("build");
+        let ds = Dataset::open(&r.path).expect("open");
+        assert_eq!(
+            floats(&ds, "x"),
+            vec![1.5, -100.0, -100.0, -100.0, 2.0],
+            "{options}"
+        );
+        assert_eq!(bytes(&ds, "s_null"), vec![0, 1, 1, 1, 0], "{options}");
+        let vocab = &ds.manifest().stats["s"][0]["values"];
+        assert_eq!(vocab, &serde_json::json!(["a", "na"]), "{options}");
+    }
+    // Without null_values: the empty field is still null, and NA is text.
+    fx.text("plain.csv", "x,s\n1.5,a\n,\n3,NA\n\"\",\"\"\n2,na\n");
+    let r = fx.build(&spec("plain.csv", ""), 1).expect("build");
+    let ds = Dataset::open(&r.path).expect("open");
+    assert_eq!(floats(&ds, "x"), vec![1.5, -100.0, 3.0, -100.0, 2.0]);
+    assert_eq!(bytes(&ds, "s_null"), vec![0, 1, 0, 1, 0]);
+    let vocab = &ds.manifest().stats["s"][0]["values"];
+    assert_eq!(vocab, &serde_json::json!(["NA", "a", "na"]));
+}
+
+#[test]
+fn bytes_fields_take_binary_values_of_exactly_their_size() {
+    use datafusion::arrow::array::{BinaryArray, FixedSizeBinaryArray, LargeBinaryArray};
+    let fx = Fixture::new();
+    let values: [&[u8]; 3] = [b"\x00\x01\x02\x03", b"abcd", b"\xff\xfe\xfd\xfc"];
+    let short: [&[u8]; 3] = [b"wxyz", b"abcd", b"abc"];
+    let b = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("bin", DataType::Binary, false),
+            Field::new("large", DataType::LargeBinary, false),
+            Field::new("fixed", DataType::FixedSizeBinary(4), false),
+            Field::new("short", DataType::Binary, false),
+            Field::new("text", DataType::Utf8, false),
+            Field::new("holes", DataType::Binary, true),
+        ])),
+        vec![
+            Arc::new(BinaryArray::from_iter_values(values)) as ArrayRef,
+            Arc::new(LargeBinaryArray::from_iter_values(values)),
+            Arc::new(FixedSizeBinaryArray::try_from_iter(values.iter()).expect("fixed")),
+            Arc::new(BinaryArray::from_iter_values(short)),
+            Arc::new(StringArray::from(vec!["abcd", "efgh", "ijkl"])),
+            Arc::new(BinaryArray::from(vec![
+                Some(values[0]),
+                None,
+                Some(values[2]),
+            ])),
+        ],
+    )
+    .expect("batch");
+    fx.parquet("b.parquet", &b, 10);
+    let spec = |fields: &str| {
+        format!("version: 1\nname: b\nsources:\n  t: {{ path: b.parquet }}\nfields:\n{fields}")
+    };
+    let r = fx
+        .build(
+            &spec(
+                "  bin: { dtype: u8, column: bin, bytes: 4 }\n\
+                 \x20 large: { dtype: u8, column: large, bytes: 4 }\n\
+                 \x20 fixed: { dtype: u8, column: fixed, bytes: 4 }\n\
+                 \x20 text: { dtype: u8, expr: \"CAST(text AS BYTEA)\", bytes: 4 }\n",
+            ),
+            1,
+        )
+        .expect("binary of 4 bytes");
+    let ds = Dataset::open(&r.path).expect("open");
+    for f in ["bin", "large", "fixed"] {
+        for (i, v) in values.iter().enumerate() {
+            assert_eq!(ds.field::<u8>(i as u64, f).expect("f"), *v, "{f} row {i}");
+        }
+    }
+    for (i, v) in ["abcd", "efgh", "ijkl"].iter().enumerate() {
+        assert_eq!(
+            ds.field::<u8>(i as u64, "text").expect("text"),
+            v.as_bytes()
+        );
+    }
+    // A value of another length: the field, the row and both sizes.
+    let e = fx
+        .build(&spec("  s: { dtype: u8, column: short, bytes: 4 }\n"), 1)
+        .expect_err("3 bytes")
+        .to_string();
+    eprintln!("wrong length: {e}");
+    assert!(e.contains("spec.yaml:6: fields.s:"), "{e}");
+    assert!(
+        e.contains("row 3") && e.contains("the value has 3 bytes; the field holds exactly 4"),
+        "{e}"
+    );
+    // A fixed-size binary column of another width fails the same way.
+    let e = fx
+        .build(&spec("  f: { dtype: u8, column: fixed, bytes: 8 }\n"), 1)
+        .expect_err("4 bytes, not 8")
+        .to_string();
+    assert!(
+        e.contains("the value has 4 bytes; the field holds exactly 8"),
+        "{e}"
+    );
+    // Text is not binary: convert it in an expr.
+    let e = fx
+        .build(&spec("  t: { dtype: u8, column: text, bytes: 4 }\n"), 1)
+        .expect_err("text")
+        .to_string();
+    eprintln!("text: {e}");
+    assert!(
+        e.contains("fields.t") && e.contains("bytes needs a binary column"),
+        "{e}"
+    );
+    // A null is an error naming the row.
+    let e = fx
+        .build(&spec("  h: { dtype: u8, column: holes, bytes: 4 }\n"), 1)
+        .expect_err("null")
+        .to_string();
+    eprintln!("null: {e}");
+    assert!(
+        e.contains("fields.h") && e.contains("row 2") && e.contains("is null"),
+        "{e}"
+    );
 }

@@ -299,3 +299,238 @@ fn a_missing_column_and_an_unfilled_null_are_named() {
     let e = t.apply(&nulls).expect_err("null in small").to_string();
     assert!(e.contains("small"), "{e}");
 }
+
+/// A CSV like the GUIDE's: `NA` and empty fields for missing values, a
+/// label (`arr_delay`) a service does not have, and COALESCE in the fields.
+fn na_csv(n: usize) -> String {
+    let mut text = String::from("id,origin,sex,dep_delay,distance,arr_delay\n");
+    for i in 0..n {
+        let origin = ["JFK", "LGA", "EWR"][i % 3];
+        let sex = match i {
+            _ if i % 5 == 0 => "NA".to_string(),
+            _ if i % 7 == 0 => String::new(),
+            _ => ["MALE", "FEMALE"][i % 2].to_string(),
+        };
+        let dep = match i {
+            _ if i % 6 == 0 => "NA".to_string(),
+            _ if i % 11 == 0 => String::new(),
+            _ => format!("{}", (i * 37 % 200) as f64 / 4.0 - 10.0),
+        };
+        let distance = if i % 4 == 0 {
+            "NA".to_string()
+        } else {
+            (i * 3).to_string()
+        };
+        let arr = if i % 9 == 0 {
+            "NA".to_string()
+        } else {
+            (i as i64 * 13 % 90 - 20).to_string()
+        };
+        text.push_str(&format!("{i},{origin},{sex},{dep},{distance},{arr}\n"));
+    }
+    text
+}
+
+const NA_SPEC: &str = r#"
+version: 1
+name: na-csv
+sources:
+  t: { path: rows.csv, null_values: [NA] }
+filter: arr_delay IS NOT NULL
+fields:
+  delay:  { dtype: f32, column: dep_delay, fill_null: 0, transform: standardize }
+  route:  { dtype: i64, expr: "origin || '/' || COALESCE(sex, '?')", transform: { hash_bucket: 64 } }
+  fill:   { dtype: f64, expr: "COALESCE(dep_delay, distance, -1.0)" }
+  origin: { dtype: i32, column: origin, transform: vocab }
+  label:  { dtype: f32, expr: "CAST(arr_delay > 15 AS FLOAT)" }
+"#;
+
+/// The bytes of field `name` of each record in `recs` (records of `layout`).
+fn field_bytes(layout: &tessera_reader::RecordLayout, recs: &[u8], name: &str) -> Vec<Vec<u8>> {
+    let f = layout.field(name).expect("field in layout");
+    let (off, size) = (f.offset as usize, f.size() as usize);
+    recs.chunks(layout.stride as usize)
+        .map(|r| r[off..off + size].to_vec())
+        .collect()
+}
+
+fn build_na_csv(root: &Path) -> (std::path::PathBuf, Vec<u8>) {
+    std::fs::write(root.join("rows.csv"), na_csv(400)).expect("csv");
+    std::fs::write(root.join("spec.yaml"), NA_SPEC).expect("spec");
+    let report = build(&root.join("spec.yaml"), &opts(&root.join("cache"))).expect("build");
+    let ds = Dataset::open(&report.path).expect("open");
+    let built: Vec<u8> = (0..ds.len())
+        .flat_map(|i| ds.record(i).expect("record").to_vec())
+        .collect();
+    // The filter keeps the rows with a label (every ninth has none).
+    assert_eq!(ds.len(), (0..400).filter(|i| i % 9 != 0).count() as u64);
+    (report.path, built)
+}
+
+#[test]
+fn a_csv_with_na_through_tessera_transform_gives_the_build_records() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path();
+    let (artifact, built) = build_na_csv(root);
+    let out = root.join("served.bin");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .arg("transform")
+        .arg(&artifact)
+        .arg(root.join("rows.csv"))
+        .arg("-o")
+        .arg(&out)
+        .args(["--filter", "--json"])
+        .output()
+        .expect("run tessera transform");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    // COALESCE and the rest ran in the transform crate, not in DataFusion.
+    assert_eq!(report["datafusion"], serde_json::json!([]), "{report}");
+    let served = std::fs::read(&out).expect("records");
+    assert_eq!(served.len(), built.len());
+    assert!(
+        served == built,
+        "tessera transform of the CSV differs from the build"
+    );
+}
+
+#[test]
+fn coalesce_is_evaluated_natively_as_the_build_did() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path();
+    let (artifact, built) = build_na_csv(root);
+    // No engine: every expression must be native.
+    let t = tessera_transform::Transform::from_artifact(&artifact).expect("open");
+    assert!(t.needs_engine().is_empty(), "{:?}", t.needs_engine());
+    let csv = tessera::serve::input_csv_options(&artifact).expect("csv options");
+    let rows = tessera::plan::rows::read_rows(&root.join("rows.csv"), 64, &csv).expect("rows");
+    let mut served = Vec::new();
+    for b in &rows {
+        served.extend_from_slice(t.apply_filtered(b).expect("transform").records());
+    }
+    let layout = t.layout();
+    for f in ["route", "fill"] {
+        assert_eq!(
+            field_bytes(layout, &served, f),
+            field_bytes(layout, &built, f),
+            "field {f}"
+        );
+    }
+    assert!(served == built);
+    // The COALESCE values themselves, from the CSV text: dep_delay, else
+    // distance, else -1.
+    let ds = Dataset::open(&artifact).expect("open");
+    let expect: Vec<f64> = na_csv(400)
+        .lines()
+        .skip(1)
+        .filter(|l| !l.ends_with(",NA"))
+        .map(|l| {
+            let c: Vec<&str> = l.split(',').collect();
+            let num =
+                |s: &str| (s != "NA" && !s.is_empty()).then(|| s.parse::<f64>().expect("num"));
+            num(c[3]).or(num(c[4])).unwrap_or(-1.0)
+        })
+        .collect();
+    let got: Vec<f64> = (0..ds.len())
+        .map(|i| ds.field::<f64>(i, "fill").expect("fill")[0])
+        .collect();
+    assert_eq!(got, expect);
+}
+
+#[test]
+fn some_fields_serve_rows_without_the_label() {
+    use datafusion::arrow::compute::{filter_record_batch, is_not_null};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path();
+    let (artifact, built) = build_na_csv(root);
+    let t = tessera::serve::open(&artifact).expect("open");
+    let csv = tessera::serve::input_csv_options(&artifact).expect("csv options");
+    let rows = tessera::plan::rows::read_rows(&root.join("rows.csv"), 1 << 16, &csv).expect("rows");
+    let all = datafusion::arrow::compute::concat_batches(&rows[0].schema(), &rows).expect("concat");
+    // The rows the build kept, without the label column.
+    let label = all.schema().index_of("arr_delay").expect("arr_delay");
+    let keep = is_not_null(all.column(label)).expect("mask");
+    let kept = filter_record_batch(&all, &keep).expect("filter");
+    let features: Vec<usize> = (0..kept.num_columns()).filter(|&c| c != label).collect();
+    let no_label = kept.project(&features).expect("project");
+
+    let names = ["delay", "route", "fill", "origin"];
+    let sub = t.with_fields(&names).expect("subset");
+    assert_eq!(
+        sub.layout()
+            .fields
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect::<Vec<_>>(),
+        names
+    );
+    let enc = sub.apply(&no_label).expect("served without the label");
+    for f in names {
+        assert_eq!(
+            field_bytes(sub.layout(), enc.records(), f),
+            field_bytes(t.layout(), &built, f),
+            "field {f}"
+        );
+    }
+    // The label's input is absent: the error names the field and the column.
+    let e = t
+        .with_fields(&["delay", "label"])
+        .expect("subset")
+        .apply(&no_label)
+        .expect_err("no arr_delay")
+        .to_string();
+    assert!(
+        e.contains("fields.label") && e.contains("\"arr_delay\""),
+        "{e}"
+    );
+    // So does the whole transform; and an unknown name lists the fields.
+    let e = t.apply(&no_label).expect_err("no arr_delay").to_string();
+    assert!(
+        e.contains("fields.label") && e.contains("\"arr_delay\""),
+        "{e}"
+    );
+    let e = t
+        .with_fields(&["delay", "nope"])
+        .expect_err("nope")
+        .to_string();
+    assert!(
+        e.contains("\"nope\"") && e.contains("delay, route, fill, origin, label"),
+        "{e}"
+    );
+
+    // The CLI: --fields over a CSV without the label column.
+    let text: String = na_csv(400)
+        .lines()
+        .enumerate()
+        .filter(|(i, l)| *i == 0 || !l.ends_with(",NA"))
+        .map(|(_, l)| format!("{}\n", &l[..l.rfind(',').expect("comma")]))
+        .collect();
+    std::fs::write(root.join("features.csv"), text).expect("features");
+    let out = root.join("features.bin");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .arg("transform")
+        .arg(&artifact)
+        .arg(root.join("features.csv"))
+        .arg("-o")
+        .arg(&out)
+        .args(["--fields", "delay,route,fill,origin"])
+        .output()
+        .expect("run tessera transform");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read(&out).expect("records") == enc.records());
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .arg("transform")
+        .arg(&artifact)
+        .arg(root.join("features.csv"))
+        .arg("-o")
+        .arg(root.join("all.bin"))
+        .output()
+        .expect("run tessera transform");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        stderr.contains("fields.label") && stderr.contains("arr_delay"),
+        "{stderr}"
+    );
+}

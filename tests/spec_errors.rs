@@ -413,6 +413,20 @@ fn bytes_needs_u8_and_no_transforms() {
         "  img: { dtype: u8, column: img, bytes: 3072, transform: min_max }",
     ]);
     check(&err, "fields.img.transform", Some(5), "takes no transforms");
+    let err = parse_err(&[
+        "version: 1",
+        "name: t",
+        "sources: { t: { path: t.parquet } }",
+        "fields:",
+        "  img: { dtype: u8, column: img, bytes: 4,",
+        "         fill_null: 0 }",
+    ]);
+    check(
+        &err,
+        "fields.img.fill_null",
+        Some(6),
+        "fill_null does not apply to a bytes field",
+    );
 }
 
 #[test]

@@ -41,12 +41,18 @@ const INFER_ROWS: usize = 1_000_000;
 /// Rows per batch of the scan.
 const BATCH_ROWS: usize = 8192;
 
-/// The null pattern: any of the spec's `null_values`, exactly.
+/// The null pattern: an empty field, or any of the spec's `null_values`,
+/// exactly. Without `null_values` arrow-csv takes an empty field as null by
+/// itself; a pattern replaces that rule, so the empty field is part of it
+/// (`null_values` add nulls, they never make an empty field a value).
 fn null_regex(csv: &CsvOptions) -> Result<Option<regex::Regex>, PlanError> {
     if csv.null_values.is_empty() {
         return Ok(None);
     }
-    let alts: Vec<String> = csv.null_values.iter().map(|v| regex::escape(v)).collect();
+    let alts: Vec<String> = std::iter::once("")
+        .chain(csv.null_values.iter().map(String::as_str))
+        .map(regex::escape)
+        .collect();
     regex::Regex::new(&format!("^(?:{})$", alts.join("|")))
         .map(Some)
         .map_err(|e| PlanError::Query {
@@ -138,6 +144,59 @@ pub fn infer_schema(src: &Source) -> Result<SchemaRef, PlanError> {
             message: e.to_string(),
         })?;
     Ok(Arc::new(schema))
+}
+
+/// The rows of one CSV file read as a source with options `csv` reads it
+/// (its delimiter, header and null values; types inferred from its first
+/// million rows), in batches of at most `batch_rows`: the input side of
+/// `tessera transform`. A value that does not parse is an error naming the
+/// file and the line.
+pub fn read_file(
+    path: &Path,
+    csv: &CsvOptions,
+    batch_rows: usize,
+) -> Result<Vec<RecordBatch>, PlanError> {
+    let err = |line: Option<u64>, message: String| PlanError::Query {
+        context: match line {
+            Some(l) => format!("{}:{l}", path.display()),
+            None => path.display().to_string(),
+        },
+        message,
+    };
+    let format = csv_format(csv).map_err(|e| err(None, e.to_string()))?;
+    let open = || open_input(path).map_err(|e| err(None, e.to_string()));
+    let (file, _) = open()?;
+    let (schema, _) = format
+        .clone()
+        .infer_schema(BufReader::new(file), Some(INFER_ROWS))
+        .map_err(|e| err(None, format!("reading the schema: {e}")))?;
+    let (file, _) = open()?;
+    let reader = ReaderBuilder::new(Arc::new(schema))
+        .with_format(format)
+        .with_batch_size(batch_rows.max(1))
+        .build(BufReader::with_capacity(1 << 20, file))
+        .map_err(|e| err(None, e.to_string()))?;
+    let mut out = Vec::new();
+    for batch in reader {
+        // arrow-csv counts records from 0 with the header as record 0
+        // (`line N` in a parse error); record-shape errors count from 1.
+        let batch = batch.map_err(|e| {
+            let (text, offset) = match &e {
+                ArrowError::ParseError(m) => (m.clone(), 0i64),
+                ArrowError::CsvError(m) => (m.clone(), -1),
+                other => (other.to_string(), 0),
+            };
+            let line =
+                find_number_after(&text, "line ").map(|n| (1 + n as i64 + offset).max(1) as u64);
+            let message = match text.split_once(". Row data:") {
+                Some((head, _)) => head.to_string(),
+                None => text,
+            };
+            err(line, message)
+        })?;
+        out.push(batch);
+    }
+    Ok(out)
 }
 
 /// Column with each row's file, when a scan reports positions.

@@ -2,17 +2,23 @@
 //! Parquet: the file side of `tessera transform`.
 
 use super::{PlanError, exec, query_err};
+use crate::spec::CsvOptions;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::datasource::file_format::options::{
-    ArrowReadOptions, CsvReadOptions, JsonReadOptions, ParquetReadOptions,
+    ArrowReadOptions, JsonReadOptions, ParquetReadOptions,
 };
 use datafusion::parquet::arrow::ArrowWriter;
 use std::path::Path;
 
-/// The rows of `path` (Parquet, CSV with a header, newline-delimited JSON,
-/// Arrow IPC; by extension), in file order, in batches of at most
-/// `batch_rows`.
-pub fn read_rows(path: &Path, batch_rows: usize) -> Result<Vec<RecordBatch>, PlanError> {
+/// The rows of `path` (Parquet, CSV, newline-delimited JSON, Arrow IPC; by
+/// extension), in file order, in batches of at most `batch_rows`. A CSV file
+/// is read with the options `csv` (delimiter, header, null values) as the
+/// build reads a CSV source.
+pub fn read_rows(
+    path: &Path,
+    batch_rows: usize,
+    csv: &CsvOptions,
+) -> Result<Vec<RecordBatch>, PlanError> {
     let what = path.display().to_string();
     let name = path.to_str().ok_or_else(|| PlanError::Query {
         context: what.clone(),
@@ -24,6 +30,12 @@ pub fn read_rows(path: &Path, batch_rows: usize) -> Result<Vec<RecordBatch>, Pla
                   .arrow (.ipc, .feather)"
             .into(),
     })?;
+    use crate::spec::SourceFormat as F;
+    if format == F::Csv {
+        // arrow-csv with the source's options: DataFusion's CSV reader would
+        // apply the null values only while inferring the types.
+        return super::csv::read_file(path, csv, batch_rows);
+    }
     let rt = exec::runtime(1)?;
     let ctx = datafusion::execution::context::SessionContext::new_with_config(
         datafusion::execution::context::SessionConfig::new()
@@ -36,16 +48,12 @@ pub fn read_rows(path: &Path, batch_rows: usize) -> Result<Vec<RecordBatch>, Pla
         .map(|(_, e)| ext(e))
         .unwrap_or_default();
     rt.block_on(async {
-        use crate::spec::SourceFormat as F;
         let df = match format {
             F::Parquet => {
                 ctx.read_parquet(name, ParquetReadOptions::default().file_extension(&suffix))
                     .await
             }
-            F::Csv => {
-                ctx.read_csv(name, CsvReadOptions::new().file_extension(&suffix))
-                    .await
-            }
+            F::Csv => return super::csv::read_file(path, csv, batch_rows),
             F::Json => {
                 ctx.read_json(name, JsonReadOptions::default().file_extension(&suffix))
                     .await
@@ -64,8 +72,8 @@ pub fn read_rows(path: &Path, batch_rows: usize) -> Result<Vec<RecordBatch>, Pla
 }
 
 /// All rows of `path` as one batch (`None` for a file without rows).
-pub fn read_all(path: &Path) -> Result<Option<RecordBatch>, PlanError> {
-    let batches = read_rows(path, 8192)?;
+pub fn read_all(path: &Path, csv: &CsvOptions) -> Result<Option<RecordBatch>, PlanError> {
+    let batches = read_rows(path, 8192, csv)?;
     let Some(first) = batches.first() else {
         return Ok(None);
     };

@@ -163,8 +163,12 @@ impl StatsPartial {
                         debug_assert_eq!(chain.path, Path::Float);
                         if let Some(lists) = Lists::read(&col) {
                             let vals = Floats::read(&lists.child).map_err(|e| at.error(name, e))?;
+                            // Exactly the elements the record stores: the first
+                            // `length` of each list (the encoder drops the rest, and
+                            // its padding is not data).
+                            let stored = chain.field.length.map_or(usize::MAX, |n| n as usize);
                             for r in (0..batch.num_rows()).filter(|&r| keep(r)) {
-                                for k in lists.range(r).unwrap_or(0..0) {
+                                for k in lists.range(r).unwrap_or(0..0).take(stored) {
                                     if let Some(x) = vals.get(k).or(chain.field.fill_null) {
                                         push(x, r)?;
                                     }

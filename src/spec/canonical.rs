@@ -41,6 +41,11 @@ pub(super) fn canonical(spec: &Spec) -> Value {
 fn source(s: &Source) -> Value {
     let csv = (s.format == SourceFormat::Csv).then(|| {
         let mut null_values = s.csv.null_values.clone();
+        // An empty field is null whatever the list says; written out only
+        // when there is a list, so specs without one keep their hash.
+        if !null_values.is_empty() {
+            null_values.push(String::new());
+        }
         null_values.sort();
         null_values.dedup();
         json!({

@@ -160,6 +160,12 @@ fn read_field(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Field, SpecE
     let fill_null = match map.get_some("fill_null") {
         Some(owned) => {
             let item = owned.item();
+            if bytes.is_some() {
+                return Err(item.error(
+                    ctx,
+                    "fill_null does not apply to a bytes field: its values are copied as they                      are, and a null is an error (filter such rows out, or give a value in an                      expr)",
+                ));
+            }
             if let Some(first @ (Transform::HashBucket { .. } | Transform::Vocab { .. })) =
                 transforms.first()
             {

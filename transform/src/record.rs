@@ -174,7 +174,13 @@ impl RecordEncoder {
                 Path::Bytes(len) => {
                     let bin = Binaries::read(&col).map_err(fail)?;
                     for r in 0..n {
-                        let v = bin.get(r).ok_or_else(|| fail(null_error(r)))?;
+                        let v = bin.get(r).ok_or_else(|| {
+                            at_row(r)(format!(
+                                "the value is null; a bytes field holds exactly {len} bytes \
+                                 in every record (filter such rows out, or give a value in an \
+                                 expr)"
+                            ))
+                        })?;
                         if v.len() != len {
                             return Err(at_row(r)(format!(
                                 "the value has {} bytes; the field holds exactly {len}",

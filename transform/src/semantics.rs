@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 /// queries stored in a total order, and the build-time shuffle following
 /// order version 2 of the reader.
 /// 3: decimals stored as their nearest double; `AVG` of a decimal and
-/// decimal quotients computed exactly as `DOUBLE`.
+/// decimal quotients computed exactly as `DOUBLE`; the statistics of a list
+/// field count only the elements stored (the first `length` of each list);
+/// an empty CSV field is null whatever `null_values` says.
 pub const SEMANTICS_VERSION: u32 = 3;
 
 /// The stable 64-bit hash used by `hash_bucket` and `split`: FNV-1a over the

@@ -96,6 +96,14 @@ pub enum TransformError {
     /// The SQL engine failed.
     #[error("the SQL engine: {0}")]
     Engine(String),
+    /// A field asked for by name is not one of the artifact's.
+    #[error("the artifact has no field {field:?} (its fields: {})", known.join(", "))]
+    UnknownField {
+        /// The name asked for.
+        field: String,
+        /// The artifact's fields, in record order.
+        known: Vec<String>,
+    },
 }
 
 /// Encoded records and the input rows they came from.
@@ -181,7 +189,14 @@ impl Transform {
         dir: Option<&Path>,
     ) -> Result<Transform, TransformError> {
         let parts = artifact::read(manifest, dir)?;
-        let layout = Arc::new(manifest.layout.clone());
+        Transform::assemble(parts, Arc::new(manifest.layout.clone()), dir)
+    }
+
+    fn assemble(
+        parts: artifact::ArtifactParts,
+        layout: Arc<RecordLayout>,
+        dir: Option<&Path>,
+    ) -> Result<Transform, TransformError> {
         let encoder = RecordEncoder::new(&parts.fields, &layout, &parts.frozen)
             .map_err(|e| TransformError::Artifact(e.to_string()))?;
         let chains: Vec<Chain> = encoder.chains().to_vec();
@@ -202,6 +217,58 @@ impl Transform {
             engine: None,
             dir: dir.map(Path::to_path_buf),
         })
+    }
+
+    /// The transform of the fields `names` alone (in record order, each
+    /// once), for rows that lack the inputs of the others: a service has
+    /// the features, not the label. Its records hold only those fields,
+    /// packed as a build of them would pack them (`layout()` says where);
+    /// each field's values are those of the whole transform. The filter and
+    /// the split key stay as they are (they may read other columns). A name
+    /// that is not a field is an error listing the fields.
+    pub fn with_fields<S: AsRef<str>>(&self, names: &[S]) -> Result<Transform, TransformError> {
+        let known = || self.fields.iter().map(|f| f.name.clone()).collect();
+        if names.is_empty() {
+            return Err(TransformError::UnknownField {
+                field: String::new(),
+                known: known(),
+            });
+        }
+        for n in names {
+            if !self.fields.iter().any(|f| f.name == n.as_ref()) {
+                return Err(TransformError::UnknownField {
+                    field: n.as_ref().to_string(),
+                    known: known(),
+                });
+            }
+        }
+        let keep: Vec<usize> = (0..self.fields.len())
+            .filter(|&i| names.iter().any(|n| n.as_ref() == self.fields[i].name))
+            .collect();
+        let mut specs = Vec::with_capacity(keep.len());
+        for &i in &keep {
+            let name = &self.fields[i].name;
+            let f = self
+                .layout
+                .field(name)
+                .ok_or_else(|| TransformError::Artifact(format!("{name} is not in the layout")))?;
+            specs.push(tessera_reader::FieldSpec::new(
+                name.clone(),
+                f.dtype,
+                &f.shape,
+            ));
+        }
+        let layout = Arc::new(RecordLayout::packed(&specs)?);
+        let parts = artifact::ArtifactParts {
+            fields: keep.iter().map(|&i| self.fields[i].clone()).collect(),
+            split: self.split.clone(),
+            filter: self.filter.clone(),
+            frozen: keep.iter().map(|&i| self.frozen[i].clone()).collect(),
+            query_columns: self.inputs.recorded().cloned(),
+        };
+        let mut t = Transform::assemble(parts, layout, self.dir.as_deref())?;
+        t.engine = self.engine.clone();
+        Ok(t)
     }
 
     /// Uses `engine` for the SQL this crate does not evaluate.

@@ -46,6 +46,7 @@ enum Typed {
     Neg(Box<Typed>),
     IsNull(Box<Typed>, bool),
     Concat(Box<Typed>, Box<Typed>),
+    Coalesce(Vec<Typed>),
 }
 
 /// A value during evaluation: a column, or one value for every row.
@@ -194,6 +195,32 @@ fn concat_type(l: &DataType, r: &DataType) -> Option<DataType> {
         .find(|s| *l == *s && can_cast_types(r, s) || *r == *s && can_cast_types(l, s))
 }
 
+/// The common type of `COALESCE`'s arguments, as DataFusion's
+/// `type_union_resolution` finds it for numbers and strings (nulls take the
+/// others' type; all nulls are text); arguments all of one type keep it. Any
+/// other mix (a number with a string, `UInt64` with a signed type, which
+/// DataFusion makes a decimal) is refused.
+fn coalesce_type(types: &[DataType]) -> Option<DataType> {
+    let first = types.first()?;
+    if types.iter().all(|t| t == first) {
+        return Some(if *first == DataType::Null {
+            DataType::Utf8View
+        } else {
+            first.clone()
+        });
+    }
+    let mut known = types.iter().filter(|t| **t != DataType::Null);
+    let mut common = known.next()?.clone();
+    for t in known {
+        common = if is_number(&common) && is_number(t) {
+            numeric_common(&common, t)?
+        } else {
+            string_common(&common, t)?
+        };
+    }
+    Some(common)
+}
+
 /// Compiles `node` for batches of `schema`. An error says why the
 /// expression cannot be evaluated here (a missing column, a type
 /// combination outside the rules above).
@@ -313,6 +340,22 @@ fn typed(node: &Node, schema: &Schema) -> Result<(Typed, DataType), String> {
                 common,
             )
         }
+        Node::Coalesce(args) => {
+            let typed_args = args
+                .iter()
+                .map(|a| typed(a, schema))
+                .collect::<Result<Vec<_>, _>>()?;
+            let types: Vec<DataType> = typed_args.iter().map(|(_, t)| t.clone()).collect();
+            let common = coalesce_type(&types).ok_or_else(|| {
+                let names: Vec<String> = types.iter().map(ToString::to_string).collect();
+                format!("COALESCE of {}", names.join(", "))
+            })?;
+            let args = typed_args
+                .into_iter()
+                .map(|(t, ty)| cast_to(t, &ty, &common))
+                .collect();
+            (Typed::Coalesce(args), common)
+        }
     })
 }
 
@@ -419,6 +462,38 @@ fn eval(t: &Typed, batch: &RecordBatch) -> Result<Value, String> {
                 .map_err(err)?;
             wrap(out, scalar)
         }
+        Typed::Coalesce(args) => {
+            // As DataFusion's CASE: the first argument over every row, each
+            // later one only over the rows still null (so an error it would
+            // raise on the other rows, a division by zero, is not raised).
+            let Some((first, rest)) = args.split_first() else {
+                return Err("COALESCE without arguments".into());
+            };
+            let mut out = eval(first, batch)?.into_array(rows)?;
+            for a in rest {
+                let nulls = arrow_arith::boolean::is_null(out.as_ref()).map_err(err)?;
+                if nulls.true_count() == 0 {
+                    break;
+                }
+                let sub = arrow_select::filter::filter_record_batch(batch, &nulls).map_err(err)?;
+                let v = eval(a, &sub)?.into_array(sub.num_rows())?;
+                // Back to the rows they came from; the others stay as they are.
+                let mut next = 0u32;
+                let idx: UInt32Array = nulls
+                    .values()
+                    .iter()
+                    .map(|null| {
+                        null.then(|| {
+                            next += 1;
+                            next - 1
+                        })
+                    })
+                    .collect();
+                let spread = arrow_select::take::take(v.as_ref(), &idx, None).map_err(err)?;
+                out = arrow_select::zip::zip(&nulls, &spread, &out).map_err(err)?;
+            }
+            Value::Array(out)
+        }
     })
 }
 
@@ -502,6 +577,53 @@ mod tests {
         let r = r.as_boolean();
         // true AND NULL is NULL; NULL AND false is false.
         assert_eq!((r.value(0), r.is_null(1), r.value(2)), (true, true, false));
+    }
+
+    fn texts(r: &ArrayRef) -> Vec<Option<String>> {
+        (0..r.len())
+            .map(|i| {
+                r.is_valid(i)
+                    .then(|| arrow_cast::display::array_value_to_string(r, i).expect("text"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn coalesce_takes_the_first_value_and_evaluates_lazily() {
+        let b = batch();
+        let r = eval_sql("COALESCE(s, 'none')", &b).expect("strings");
+        assert_eq!(r.data_type(), &DataType::Utf8);
+        assert_eq!(
+            texts(&r),
+            vec![Some("p".into()), Some("q".into()), Some("none".into())]
+        );
+        // Int32 and Float64 meet in Float64; all null stays null.
+        let r = eval_sql("COALESCE(a, x)", &b).expect("numbers");
+        assert_eq!(r.data_type(), &DataType::Float64);
+        let r = r.as_primitive::<arrow_array::types::Float64Type>();
+        assert_eq!(
+            (r.value(0), r.value(1), r.value(2)),
+            (1.0, -2.0, i32::MAX as f64)
+        );
+        let r = eval_sql("COALESCE(NULL, x, a)", &b).expect("three");
+        assert_eq!(
+            r.as_primitive::<arrow_array::types::Float64Type>().value(2),
+            i32::MAX as f64
+        );
+        // The second argument runs only where the first is null: row 2 alone,
+        // where a + a overflows; with a value everywhere it never runs.
+        let e = eval_sql("COALESCE(x, a + a)", &b).expect_err("row 2 overflows");
+        assert!(e.contains("verflow"), "{e}");
+        let r = eval_sql("COALESCE(s, CAST(a / 0 AS VARCHAR), 'z')", &b);
+        assert!(r.is_err(), "row 2 divides by zero");
+        let r = eval_sql("COALESCE(CAST(x AS BIGINT), 7 / 0)", &batch().slice(0, 2)).expect("lazy");
+        assert_eq!(r.null_count(), 0);
+        // A number with a string has no common type in DataFusion either.
+        assert!(
+            eval_sql("COALESCE(a, s)", &b)
+                .unwrap_err()
+                .contains("COALESCE of Int32, Utf8")
+        );
     }
 
     #[test]

@@ -37,6 +37,7 @@ pub fn columns(node: &Node) -> Vec<String> {
                 walk(a, out);
                 walk(b, out);
             }
+            Node::Coalesce(args) => args.iter().for_each(|a| walk(a, out)),
         }
     }
     let mut out = Vec::new();

@@ -5,7 +5,8 @@
 
 use arrow_schema::DataType;
 use sqlparser::ast::{
-    BinaryOperator, CastKind, DataType as SqlType, ExactNumberInfo, Expr, UnaryOperator, Value,
+    BinaryOperator, CastKind, DataType as SqlType, ExactNumberInfo, Expr, Function, FunctionArg,
+    FunctionArgExpr, FunctionArguments, UnaryOperator, Value,
 };
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
@@ -85,6 +86,9 @@ pub enum Node {
     IsNull(Box<Node>, bool),
     /// `a || b`.
     Concat(Box<Node>, Box<Node>),
+    /// `COALESCE(a, b, ...)`: the first argument that is not null (the later
+    /// ones evaluated only for the rows still null, as DataFusion's `CASE`).
+    Coalesce(Vec<Node>),
 }
 
 /// The result of parsing one expression.
@@ -173,9 +177,50 @@ fn node(e: &Expr) -> Result<Node, String> {
                 other => return Err(format!("the operator {other}")),
             }
         }
+        Expr::Function(f) if is_coalesce(f) => Node::Coalesce(plain_args(f)?),
         Expr::Function(f) => return Err(format!("the function {}", f.name)),
         other => return Err(describe(other)),
     })
+}
+
+/// Whether `f` is DataFusion's `coalesce` (a bare name in any case, or
+/// exactly `"coalesce"` quoted).
+fn is_coalesce(f: &Function) -> bool {
+    match f.name.0.as_slice() {
+        [part] => part.as_ident().is_some_and(|id| match id.quote_style {
+            Some(_) => id.value == "coalesce",
+            None => id.value.eq_ignore_ascii_case("coalesce"),
+        }),
+        _ => false,
+    }
+}
+
+/// The arguments of a plain call `f(a, b, ...)`: at least one, positional,
+/// with no `DISTINCT`, `FILTER`, `OVER` or other clause.
+fn plain_args(f: &Function) -> Result<Vec<Node>, String> {
+    let refuse = || format!("the call {f}");
+    let FunctionArguments::List(list) = &f.args else {
+        return Err(refuse());
+    };
+    let plain = matches!(f.parameters, FunctionArguments::None)
+        && f.filter.is_none()
+        && f.null_treatment.is_none()
+        && f.over.is_none()
+        && f.within_group.is_empty()
+        && !f.uses_odbc_syntax
+        && list.duplicate_treatment.is_none()
+        && list.clauses.is_empty()
+        && !list.args.is_empty();
+    if !plain {
+        return Err(refuse());
+    }
+    list.args
+        .iter()
+        .map(|a| match a {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => node(e),
+            _ => Err(refuse()),
+        })
+        .collect()
 }
 
 /// A short description of an unsupported construct.
@@ -296,6 +341,27 @@ mod tests {
             Node::Cast(Box::new(Node::Column("x".into())), DataType::Utf8View)
         );
         assert!(matches!(native("a IS NOT NULL"), Node::IsNull(_, true)));
+    }
+
+    #[test]
+    fn coalesce_is_native() {
+        let col = |c: &str| Node::Column(c.into());
+        assert_eq!(
+            native("COALESCE(\"Sex\", '?')"),
+            Node::Coalesce(vec![col("Sex"), Node::Literal(Literal::Utf8("?".into()))])
+        );
+        assert_eq!(
+            native("coalesce(a, b, 0)"),
+            Node::Coalesce(vec![col("a"), col("b"), Node::Literal(Literal::Int64(0))])
+        );
+        assert!(matches!(
+            parse("COALESCE(DISTINCT a)"),
+            Ok(Parsed::Unsupported(w)) if w.starts_with("the call")
+        ));
+        assert!(matches!(
+            parse("my.coalesce(a, b)"),
+            Ok(Parsed::Unsupported(w)) if w.starts_with("the function")
+        ));
     }
 
     #[test]
