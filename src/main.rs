@@ -141,6 +141,10 @@ enum Command {
         /// Print the manifest as JSON.
         #[arg(long)]
         json: bool,
+        /// Print only the shard set's directory (or URL) that TARGET names,
+        /// without opening it (`tessera.open` resolves names this way).
+        #[arg(long, conflicts_with = "json")]
+        path: bool,
         /// Artifact cache directory (to find a spec's, hash's or name's artifact).
         #[arg(long)]
         cache_dir: Option<PathBuf>,
@@ -644,9 +648,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Inspect {
             target,
             json,
+            path: only_path,
             cache_dir,
         } => {
             let path = tessera::artifact::resolve(&target, cache_dir.as_deref())?;
+            if only_path {
+                println!("{}", path.display());
+                return Ok(ExitCode::SUCCESS);
+            }
             let ds = open(&path, None)?;
             if json {
                 println!("{}", String::from_utf8_lossy(&ds.manifest().to_json()));

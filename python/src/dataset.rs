@@ -6,7 +6,7 @@ use crate::field::Field;
 use crate::loader::{Loader, LoaderArgs};
 use crate::views::RecordView;
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1, PyUntypedArray};
-use pyo3::exceptions::{PyIndexError, PyTypeError};
+use pyo3::exceptions::{PyIndexError, PyTypeError, PyUserWarning};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PySlice, PySliceMethods};
 use std::path::PathBuf;
@@ -116,6 +116,35 @@ pub fn open(
         })
         .map_err(to_py)?;
     Dataset::wrap(py, ds)
+}
+
+impl Dataset {
+    /// A loader over a whole set of several splits reads them as one
+    /// (train and validation rows in the same batches): allowed, but said.
+    fn warn_if_splits_mixed(&self, py: Python<'_>) -> PyResult<()> {
+        let m = self.ds.manifest();
+        let whole = self.ds.split_name().is_none() && self.ds.row_range() == (0..m.rows);
+        if !whole || m.splits.len() < 2 {
+            return Ok(());
+        }
+        let list: Vec<String> = m
+            .splits
+            .iter()
+            .map(|s| format!("{} ({} records)", s.name, s.rows))
+            .collect();
+        let first = &m.splits[0].name;
+        let msg = format!(
+            "this loader reads all {} splits of {} as one stream: {}; to read one, use \
+             ds.split({first:?}).loader(...) (or split={first:?} in \
+             tessera.torch.IterableDataset)",
+            m.splits.len(),
+            self.ds.dir().display(),
+            list.join(", ")
+        );
+        let msg = std::ffi::CString::new(msg.replace('\0', " "))
+            .map_err(|e| argument(e.to_string()))?;
+        PyErr::warn(py, &py.get_type::<PyUserWarning>(), &msg, 1)
+    }
 }
 
 #[pymethods]
@@ -329,6 +358,7 @@ impl Dataset {
         num_workers: i64,
         shuffle_window: i64,
     ) -> PyResult<Loader> {
+        slf.get().warn_if_splits_mixed(slf.py())?;
         let args = LoaderArgs {
             shuffle_window,
             batch_size,

@@ -18,6 +18,8 @@ contiguous buffer that every field of the batch views::
 A shard set pushed to an object store (``tessera push``, or :func:`push`) is
 opened by URL the same way, ``tessera.open("s3://bucket/sets/ctr")``: shards
 are fetched into a local cache as batches need them (see :func:`open`).
+Like the ``tessera`` command line, :func:`open` also takes a spec file (its
+cached artifact), a hash prefix or a dataset name.
 
 Orders depend only on ``(seed, epoch)``, never on thread timing.
 ``ds.transform(rows)`` applies the artifact's transforms (frozen statistics,
@@ -44,10 +46,10 @@ from tessera._tessera import (
     Field,
     Loader,
     __version__,
-    open,
     push,
 )
 from tessera._mix import Mixture, mix
+from tessera._open import open
 from tessera._write import write
 from tessera.errors import (
     AlreadyExistsError,

@@ -80,15 +80,18 @@ def build(
     *,
     threads: Optional[int] = None,
     progress: bool = False,
+    allow_empty: bool = False,
 ) -> str:
     """Compiles the YAML ``spec`` with the ``tessera`` CLI and returns the artifact's path.
 
-    Runs ``tessera build SPEC --json [--cache-dir CACHE_DIR] [--threads N]``;
+    Runs ``tessera build SPEC --json [--cache-dir CACHE_DIR] [--threads N] [--allow-empty]``;
     a repeated build of unchanged inputs is a cache hit that returns at once.
     The default cache is the compiler's (``$TESSERA_CACHE_DIR``, then
     ``~/.cache/tessera/artifacts``). The compiler is found through
     :func:`find_compiler`. With ``progress=True`` the compiler's progress
-    output is passed through to ``sys.stderr``.
+    output is passed through to ``sys.stderr``. ``allow_empty=True``
+    (``--allow-empty``) publishes the artifact even when a split, or the
+    whole artifact, holds no rows; by default that is a build error.
 
     On failure raises :class:`BuildError`, whose message holds the compiler's
     error text (which names the spec file and the key at fault).
@@ -100,6 +103,8 @@ def build(
         cmd += ["--cache-dir", os.fspath(cache_dir)]
     if threads is not None:
         cmd += ["--threads", str(int(threads))]
+    if allow_empty:
+        cmd.append("--allow-empty")
     if not progress:
         cmd.append("--quiet")
     try:

@@ -7,10 +7,14 @@ the components can be named by path.
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
+import warnings
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from tessera import _tessera
+from tessera._open import open as _open_set
 from tessera.errors import ArgumentError
 
 Source = Union[str, "os.PathLike[str]", _tessera.Dataset]
@@ -22,13 +26,29 @@ def _open(source: Any, split: Optional[str], name: str) -> Tuple[_tessera.Datase
     if isinstance(source, _tessera.Dataset):
         if split is not None:
             source = source.split(split)
+        _warn_if_splits_mixed(source, name)
         return source, (source.path, source.split_name)
     if isinstance(source, (str, os.PathLike)):
-        ds = _tessera.open(source)
+        ds = _open_set(source)
         if split is not None:
             ds = ds.split(split)
+        _warn_if_splits_mixed(ds, name)
         return ds, (ds.path, split)
     raise ArgumentError(f"mixture component {name!r}: expected a path or a tessera.Dataset, got {type(source).__name__}")
+
+
+def _warn_if_splits_mixed(ds: _tessera.Dataset, name: str) -> None:
+    splits = ds.splits
+    if ds.split_name is not None or len(splits) < 2 or ds.row_range != (0, sum(splits.values())):
+        return
+    listed = ", ".join(f"{s} ({n} records)" for s, n in splits.items())
+    first = next(iter(splits))
+    warnings.warn(
+        f"mixture component {name!r} reads all {len(splits)} splits of {ds.path} as one: {listed}; "
+        f"to read one, give (path, {first!r}, weight)",
+        UserWarning,
+        stacklevel=5,
+    )
 
 
 class Mixture:
@@ -45,6 +65,9 @@ class Mixture:
     ) -> None:
         if not isinstance(components, Mapping) or not components:
             raise ArgumentError("tessera.mix needs a non-empty dict {name: (path, weight)}")
+        seed = _unsigned("seed", seed, 0)
+        if epoch_samples is not None:
+            epoch_samples = _unsigned("epoch_samples", epoch_samples, 1)
         names: List[str] = []
         opened: List[Tuple[str, _tessera.Dataset]] = []
         where: List[Tuple[str, Optional[str]]] = []
@@ -70,9 +93,7 @@ class Mixture:
         for item in schedule or ():
             if not isinstance(item, tuple) or len(item) != 2 or not isinstance(item[1], Mapping):
                 raise ArgumentError(f"a schedule step is (first sample, {{name: weight}}), got {item!r}")
-            start, changes = int(item[0]), item[1]
-            if start < 0:
-                raise ArgumentError(f"schedule step at sample {start}: samples count from 0")
+            start, changes = _sample(item[0]), item[1]
             unknown = sorted(set(changes) - set(names))
             if unknown:
                 raise ArgumentError(f"schedule step at sample {start} names unknown components {unknown} (known: {names})")
@@ -91,11 +112,11 @@ class Mixture:
             "where": where,
             "names": names,
             "steps": steps,
-            "seed": int(seed),
+            "seed": seed,
             "epoch_samples": epoch_samples,
             "shuffle": bool(shuffle),
         }
-        self._native = _tessera.mixture(opened, steps, int(seed), epoch_samples, bool(shuffle))
+        self._native = _tessera.mixture(opened, steps, seed, epoch_samples, bool(shuffle))
 
     # -- reading ----------------------------------------------------------------
 
@@ -176,12 +197,43 @@ class Mixture:
         return f"tessera.Mixture({{{parts}}}, seed={self.seed}, epoch_samples={len(self)})"
 
 
+def _is_number(value: Any, kind: type) -> bool:
+    # bool is an int to Python, but a weight or a count of True is a
+    # mistake, not a number (numpy's bool is not a numbers.Real at all).
+    return isinstance(value, kind) and not isinstance(value, bool)
+
+
 def _weight(value: Any, name: str, at: int) -> float:
-    try:
-        w = float(value)
-    except (TypeError, ValueError):
-        raise ArgumentError(f"weight of mixture component {name!r} at sample {at} must be a number, got {value!r}") from None
+    """A component's weight: a real number (not a bool or a string), finite, >= 0."""
+    where = f"weight of mixture component {name!r} at sample {at}"
+    if not _is_number(value, numbers.Real):
+        raise TypeError(f"{where} must be a number, got {type(value).__name__} {value!r}")
+    w = float(value)
+    if not math.isfinite(w) or w < 0:
+        raise ArgumentError(f"{where} is {value!r}; weights must be finite and >= 0")
     return w
+
+
+def _unsigned(arg: str, value: Any, least: int) -> int:
+    """An integer argument in ``least .. 2**64 - 1`` (the native side's range)."""
+    if not _is_number(value, numbers.Integral):
+        raise TypeError(f"tessera.mix: {arg} must be an integer, got {type(value).__name__} {value!r}")
+    v = int(value)
+    if not least <= v < 2**64:
+        raise ArgumentError(f"tessera.mix: {arg} must be an integer in {least}..2**64-1, got {v}")
+    return v
+
+
+def _sample(value: Any) -> int:
+    """The first global sample of a schedule step."""
+    if not _is_number(value, numbers.Integral):
+        raise TypeError(
+            f"a schedule step starts at a global sample (an integer), got {type(value).__name__} {value!r}"
+        )
+    v = int(value)
+    if not 0 <= v < 2**64:
+        raise ArgumentError(f"schedule step at sample {v}: samples count from 0 (to 2**64-1)")
+    return v
 
 
 def _rebuild(config: Dict[str, Any]) -> Mixture:

@@ -55,6 +55,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import warnings
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 try:
@@ -203,7 +204,9 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
         self._shared = torch.zeros(_COUNTS + ncomp, dtype=torch.int64).share_memory_()
         # Open once in the constructing process: bad paths and arguments fail
         # here, not later inside a worker.
+        self._quiet = False  # warn (mixed splits) once, at construction
         probe = self._loader(0, 1)
+        self._quiet = True
         self._rows = int(probe.state_dict()["rows"])
         self._publish()
 
@@ -309,7 +312,11 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
         )
         if self.mixture is not None:
             loader: tessera.Loader = src.loader(self.batch_size, **kwargs)
-        else:
+            return loader
+        with warnings.catch_warnings():
+            if self._quiet:
+                # Said once at construction, not again in every worker and pass.
+                warnings.filterwarnings("ignore", message="this loader reads all", category=UserWarning)
             loader = src.loader(
                 self.batch_size, shuffle=self.shuffle, seed=self.seed, shuffle_window=self.shuffle_window, **kwargs
             )

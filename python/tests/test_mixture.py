@@ -118,3 +118,41 @@ def test_bad_mixtures_name_the_problem(two_sets: Tuple[str, str], tmp_path: "os.
         tessera.mix({"web": (web, 1.0), "other": (other, 1.0)})
     with pytest.raises(tessera.NotFoundError):
         tessera.mix({"web": (os.path.join(str(tmp_path), "nope"), 1.0)})
+
+
+def test_weights_and_counts_of_the_wrong_kind_name_the_argument(two_sets: Tuple[str, str]) -> None:
+    web, code = two_sets
+    # Strings and bools used to be converted silently ("0.5" -> 0.5, True -> 1.0).
+    with pytest.raises(TypeError, match="'web' at sample 0 must be a number, got str '0.5'"):
+        tessera.mix({"web": (web, "0.5"), "code": (code, 1.0)})  # type: ignore[dict-item]
+    with pytest.raises(TypeError, match="'code' at sample 0 must be a number, got bool True"):
+        tessera.mix({"web": (web, 1.0), "code": (code, True)})
+    with pytest.raises(TypeError, match="'code' at sample 100 must be a number, got bool"):
+        tessera.mix({"web": (web, 1.0), "code": (code, 1.0)}, schedule=[(100, {"code": np.True_})])
+    with pytest.raises(tessera.ArgumentError, match="'web' at sample 0 is inf"):
+        tessera.mix({"web": (web, float("inf")), "code": (code, 1.0)})
+    with pytest.raises(TypeError, match="global sample .* got str '10'"):
+        tessera.mix({"web": (web, 1.0)}, schedule=[("10", {"web": 1.0})])  # type: ignore[list-item]
+    # A negative epoch length was a bare OverflowError from the native side.
+    with pytest.raises(tessera.ArgumentError, match="epoch_samples must be an integer in 1..2\\*\\*64-1, got -1"):
+        tessera.mix({"web": (web, 1.0)}, epoch_samples=-1)
+    with pytest.raises(tessera.ArgumentError, match="epoch_samples .* got 0"):
+        tessera.mix({"web": (web, 1.0)}, epoch_samples=0)
+    with pytest.raises(TypeError, match="epoch_samples must be an integer, got float"):
+        tessera.mix({"web": (web, 1.0)}, epoch_samples=1.5)  # type: ignore[arg-type]
+    with pytest.raises(tessera.ArgumentError, match="seed must be an integer in 0..2\\*\\*64-1, got -3"):
+        tessera.mix({"web": (web, 1.0)}, seed=-3)
+    # numpy numbers are numbers.
+    m = tessera.mix({"web": (web, np.float32(1.0)), "code": (code, np.int64(1))}, seed=np.uint64(3), epoch_samples=np.int64(10))
+    assert len(m) == 10 and m.seed == 3
+
+
+def test_huge_weights_keep_their_proportions(two_sets: Tuple[str, str]) -> None:
+    web, code = two_sets
+    # 1e308 + 1e308 overflows a float; the weights used to become equal.
+    third = os.path.join(os.path.dirname(web), "third")
+    tessera.write(third, {"id": np.arange(20_000, 20_300, dtype=np.int64), "x": np.zeros(300, dtype=np.float32)})
+    m = tessera.mix({"web": (web, 1e308), "code": (code, 1e308), "third": (third, 1.0)}, seed=2)
+    counts = m.counts_at(1000)
+    assert abs(counts["web"] - 500) <= 2 and abs(counts["code"] - 500) <= 2, counts
+    assert counts["third"] <= 1, counts

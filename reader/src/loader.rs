@@ -187,6 +187,32 @@ impl Loader {
             cfg.world_size,
             cfg.last_batch,
         )?;
+        let rows = source.len();
+        let global = schedule.global_batch();
+        if cfg.last_batch == LastBatch::Drop && rows > 0 && global > rows {
+            // Every epoch would be empty: almost always a batch size meant
+            // for another split, not a wish to read nothing.
+            let what = match &source {
+                Source::Set(ds) => match ds.split_name() {
+                    Some(s) => format!("split {s:?}"),
+                    None => "the shard set".to_string(),
+                },
+                Source::Mix(_) => "a mixture epoch (epoch_samples)".to_string(),
+            };
+            let per = if cfg.world_size > 1 {
+                format!(
+                    "batch_size {} x world_size {} = {global} records per step",
+                    cfg.batch_size, cfg.world_size
+                )
+            } else {
+                format!("batch_size {global}")
+            };
+            return Err(Error::InvalidArgument(format!(
+                "{per} is more than the {rows} records of {what}: with last_batch \"drop\" \
+                 (drop_last) an epoch would yield no batch; use a smaller batch_size, or \
+                 last_batch \"partial\" or \"pad\""
+            )));
+        }
         if cfg.num_workers == 0 || cfg.worker >= cfg.num_workers {
             return Err(Error::InvalidArgument(format!(
                 "worker {} is not in 0..num_workers ({})",

@@ -628,10 +628,40 @@ fn bad_loader_arguments_are_errors() {
         batch_size: u64::MAX,
         ..Default::default()
     }));
+    // A batch larger than the set, with the tail dropped, would read
+    // nothing: an error naming both numbers (partial and pad read it).
+    let e = Loader::new(&set.ds, LoaderConfig::default())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        e.contains("batch_size 256 is more than the 10 records of"),
+        "{e}"
+    );
+    let e = Loader::new(
+        &set.ds,
+        LoaderConfig {
+            batch_size: 6,
+            world_size: 2,
+            ..Default::default()
+        },
+    )
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(e.contains("batch_size 6 x world_size 2 = 12 records per step"), "{e}");
+    for last_batch in [LastBatch::Partial, LastBatch::Pad] {
+        let cfg = LoaderConfig {
+            last_batch,
+            ..Default::default()
+        };
+        assert_eq!(Loader::new(&set.ds, cfg).unwrap().len(), 1);
+    }
     let l = Loader::new(
         &set.ds,
         LoaderConfig {
             seed: 4,
+            batch_size: 5,
             ..Default::default()
         },
     )

@@ -249,18 +249,26 @@ impl Mixture {
                 )));
             }
         }
-        let sum: f64 = step.weights.iter().sum();
+        let mut sum: f64 = step.weights.iter().sum();
         if sum <= 0.0 {
             return Err(bad(format!(
                 "the weights at sample {} are all zero",
                 step.start
             )));
         }
+        // Finite weights whose sum overflows (1e308 + 1e308) are scaled by
+        // the largest first; only then, so the shares of every other
+        // schedule stay bit for bit what they were.
+        let mut scale = 1.0;
+        if !sum.is_finite() {
+            scale = step.weights.iter().fold(0.0f64, |a, &w| a.max(w));
+            sum = step.weights.iter().map(|&w| w / scale).sum();
+        }
         Ok(step
             .weights
             .iter()
             .map(|&w| {
-                let i = (w / sum * WEIGHT_SCALE).round() as u64;
+                let i = (w / scale / sum * WEIGHT_SCALE).round() as u64;
                 // A positive weight never rounds to nothing.
                 if w > 0.0 { i.max(1) } else { 0 }
             })
