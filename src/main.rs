@@ -367,6 +367,7 @@ fn place(
 }
 
 fn main() -> ExitCode {
+    tessera::build::exit_cleanly_on_abort();
     tessera::build::fit_address_space();
     match run(Cli::parse()) {
         Ok(code) => code,

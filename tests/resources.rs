@@ -273,3 +273,34 @@ fn many_small_files_are_cut_into_chunks_of_at_most_1000_files() {
         assert_eq!(ds.field::<i64>(i, "id").expect("id")[0], i as i64);
     }
 }
+
+/// Issue 19, item 8: under a memory limit a build fits or stops with a clear
+/// error, never an abort: an expression that asks for 3 GB under a 1 GiB
+/// address-space limit ends with status 1 and says why.
+#[test]
+fn an_allocation_beyond_the_limit_is_a_clear_error_not_an_abort() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path();
+    std::fs::write(dir.join("t.csv"), "id,s\n1,a\n2,b\n").expect("csv");
+    std::fs::write(
+        dir.join("rep.yaml"),
+        "version: 1\nname: rep\nsources:\n  t: { path: t.csv }\nfields:\n\
+         \x20 id: { dtype: i64, column: id }\n\
+         \x20 r: { dtype: i64, expr: \"length(repeat(s, 1500000000))\" }\n",
+    )
+    .expect("spec");
+    let out = tessera_limited(1 << 20, dir, "build rep.yaml --cache-dir cache -q");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("error: out of memory"), "{err}");
+    assert!(err.contains("published nothing"), "{err}");
+    // Nothing was published.
+    let published = std::fs::read_dir(dir.join("cache"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.path().join("manifest.json").exists())
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(published, 0);
+}

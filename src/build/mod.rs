@@ -17,7 +17,9 @@ mod tasks;
 mod work_store;
 
 pub use job::VOCAB_INLINE;
-pub use resources::{BATCH_ROWS, default_memory_limit, fit_address_space, free_bytes};
+pub use resources::{
+    BATCH_ROWS, default_memory_limit, exit_cleanly_on_abort, fit_address_space, free_bytes,
+};
 pub use tasks::{BuildPlan, PLAN_FORMAT, Task, TaskKind, commit, plan, run_task, run_tasks};
 
 use crate::cache::Cache;

@@ -90,3 +90,37 @@ fn machine_memory_limit() -> u64 {
         .map(|kb| kb * 1024);
     total.map_or(4 << 30, |t| t / 2)
 }
+
+/// What a build prints when the process aborts: Rust's reaction to a failed
+/// allocation (it prints "memory allocation of N bytes failed" and aborts).
+const ABORT_MESSAGE: &[u8] = b"error: out of memory: an allocation failed (the line above says \
+how large) under this process's memory or address-space limit; the build stopped and published \
+nothing. Give it more memory (ulimit -v, the container's limit), use fewer --threads, or make \
+the query or expression need less (e.g. a smaller repeat() or list)\n";
+
+extern "C" fn exit_on_abort(_signal: libc::c_int) {
+    // SAFETY: write and _exit are async-signal-safe; the buffer is a static
+    // byte string that lives for the whole program.
+    unsafe {
+        libc::write(
+            2,
+            ABORT_MESSAGE.as_ptr().cast::<libc::c_void>(),
+            ABORT_MESSAGE.len(),
+        );
+        libc::_exit(1);
+    }
+}
+
+/// Turns an abort (a failed allocation, under a memory limit) into a clear
+/// error and exit status 1 rather than a SIGABRT and a backtrace. Nothing is
+/// published by then: a build writes under a staging directory and renames
+/// it into the cache last, and an unfinished staging directory is debris that
+/// `tessera gc` removes. For the command-line program only; call once, first.
+pub fn exit_cleanly_on_abort() {
+    let handler: extern "C" fn(libc::c_int) = exit_on_abort;
+    // SAFETY: installs a handler that only calls async-signal-safe functions;
+    // nothing else in the program handles SIGABRT.
+    unsafe {
+        libc::signal(libc::SIGABRT, handler as libc::sighandler_t);
+    }
+}
