@@ -141,8 +141,8 @@ impl Dataset {
             self.ds.dir().display(),
             list.join(", ")
         );
-        let msg = std::ffi::CString::new(msg.replace('\0', " "))
-            .map_err(|e| argument(e.to_string()))?;
+        let msg =
+            std::ffi::CString::new(msg.replace('\0', " ")).map_err(|e| argument(e.to_string()))?;
         PyErr::warn(py, &py.get_type::<PyUserWarning>(), &msg, 1)
     }
 }

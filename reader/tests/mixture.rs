@@ -538,11 +538,17 @@ fn huge_weights_whose_sum_overflows_keep_their_proportions() {
     let s = sets(&[50, 50, 50]);
     let m = Mixture::new(s.comps.clone(), vec![1e308, 1e308, 1.0], 9).unwrap();
     let c = m.counts_at(3000);
-    assert!(c[0].abs_diff(1500) <= 2 && c[1].abs_diff(1500) <= 2, "{c:?}");
+    assert!(
+        c[0].abs_diff(1500) <= 2 && c[1].abs_diff(1500) <= 2,
+        "{c:?}"
+    );
     assert!(c[2] <= 1, "{c:?}");
     // And a mixture of 2e307 : 1e308 splits 1 : 5 like 1 : 5.
     let big = Mixture::new(s.comps[..2].to_vec(), vec![2e307, 1e308], 9).unwrap();
     let small = Mixture::new(s.comps[..2].to_vec(), vec![1.0, 5.0], 9).unwrap();
     let (b, t) = (big.counts_at(6000), small.counts_at(6000));
-    assert!(b[0].abs_diff(1000) <= 2 && t[0].abs_diff(1000) <= 2, "{b:?} {t:?}");
+    assert!(
+        b[0].abs_diff(1000) <= 2 && t[0].abs_diff(1000) <= 2,
+        "{b:?} {t:?}"
+    );
 }
