@@ -387,16 +387,28 @@ impl Dataset {
     /// expressions, fills, transforms with the frozen statistics and
     /// vocabularies, and the encoding are the compiler's own code. Every row
     /// is encoded; ``filter=True`` keeps only the rows the spec's filter
-    /// accepts. The split is never applied. Raises ``TransformError`` naming
-    /// the column or field and the row.
-    #[pyo3(signature = (rows, filter = false))]
+    /// accepts. The split is never applied. ``fields=["a", "b"]`` computes
+    /// only those fields (the dict holds only them), so ``rows`` need only
+    /// their inputs: a service passes the features, not the label. Raises
+    /// ``TransformError`` naming the column or field and the row, or an
+    /// unknown field.
+    #[pyo3(signature = (rows, filter = false, fields = None))]
     fn transform<'py>(
         &self,
         py: Python<'py>,
         rows: &Bound<'py, PyAny>,
         filter: bool,
+        fields: Option<Vec<String>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        crate::transform::apply(py, &self.transform, &self.ds, &self.view, rows, filter)
+        crate::transform::apply(
+            py,
+            &self.transform,
+            &self.ds,
+            &self.view,
+            rows,
+            filter,
+            fields,
+        )
     }
 
     /// For checking a reproduction of a build: the split each of ``rows``
