@@ -649,7 +649,10 @@ fn bad_loader_arguments_are_errors() {
     .err()
     .map(|e| e.to_string())
     .unwrap_or_default();
-    assert!(e.contains("batch_size 6 x world_size 2 = 12 records per step"), "{e}");
+    assert!(
+        e.contains("batch_size 6 x world_size 2 = 12 records per step"),
+        "{e}"
+    );
     for last_batch in [LastBatch::Partial, LastBatch::Pad] {
         let cfg = LoaderConfig {
             last_batch,
