@@ -454,6 +454,9 @@ fn open_with(path: &PathBuf, split: Option<&str>, opts: &OpenOptions) -> Result<
         opts.storage_options = tessera::remote_input::cli_options();
     }
     let ds = Dataset::open_with(path, &opts)?;
+    if let Some(why) = ds.offline() {
+        eprintln!("warning: {why}");
+    }
     Ok(match split {
         Some(s) => ds.split(s)?,
         None => ds,

@@ -115,6 +115,13 @@ pub fn open(
             Ok(ds)
         })
         .map_err(to_py)?;
+    if let Some(why) = ds.offline() {
+        // Training goes on from the local copies, but the user must know
+        // the store was not consulted.
+        let msg = std::ffi::CString::new(format!("tessera.open: {why}").replace('\0', " "))
+            .map_err(|e| argument(e.to_string()))?;
+        PyErr::warn(py, &py.get_type::<PyUserWarning>(), &msg, 2)?;
+    }
     Dataset::wrap(py, ds)
 }
 

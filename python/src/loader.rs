@@ -7,9 +7,9 @@ use crate::iterator::BatchIterator;
 use crate::mixture::Mixture;
 use crate::views::RecordView;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use tessera_reader::{Cursor, LastBatch, LoaderConfig, WeightStep};
+use tessera_reader::{Cursor, LastBatch, LoaderConfig, ScheduleChange, WeightStep};
 
 /// Version tag stored in every state dict.
 const STATE_FORMAT: &str = "tessera-loader/1";
@@ -112,15 +112,17 @@ fn parse_last_batch(s: &str) -> PyResult<LastBatch> {
 }
 
 impl Loader {
-    /// A mixture state carries each component's count at its position; the
-    /// stream continues from those counts with this loader's weights, so
-    /// changing the weights between save and restore loses and repeats no
-    /// component sample.
+    /// A mixture state carries each component's count at its position and
+    /// the schedule history of the run that saved it. The history rebuilds
+    /// that run's stream; if this loader's weights are not the ones the run
+    /// last had, the stream continues from the counts with this loader's
+    /// weights, so changing the weights between save and restore loses and
+    /// repeats no component sample.
     fn restore_counts(
         &self,
         state: &Bound<'_, PyDict>,
         names: &[String],
-        schedule: &[WeightStep],
+        configured: &tessera_reader::Mixture,
         inner: &tessera_reader::Loader,
         epoch: u64,
         position: u64,
@@ -128,42 +130,185 @@ impl Loader {
         let Some(counts) = state.get_item("counts")? else {
             return Ok(());
         };
-        let counts = counts
-            .cast::<PyDict>()
-            .map_err(|_| argument("state dict key \"counts\" must be a dict"))?;
-        if counts.len() != names.len() {
-            return Err(argument(format!(
-                "state dict counts name {} components, this mixture has {} ({})",
-                counts.len(),
-                names.len(),
-                names.join(", ")
-            )));
-        }
-        let mut values = Vec::with_capacity(names.len());
-        for name in names {
-            let v = counts.get_item(name)?.ok_or_else(|| {
-                argument(format!(
-                    "state dict counts have no component {name:?} (this mixture: {})",
-                    names.join(", ")
-                ))
-            })?;
-            values.push(v.extract::<u64>().map_err(|_| {
-                argument(format!(
-                    "state dict count of {name:?} must be a non-negative integer"
-                ))
-            })?);
-        }
-        let Some(m) = inner.mixture_source() else {
-            return Ok(());
+        let values = counts_by_name(&counts, names, "state dict \"counts\"")?;
+        let g = global_sample(epoch, inner.epoch_len(), position)?;
+        let run = match state.get_item("schedule_history")? {
+            Some(h) => {
+                let history = parse_history(&h, names)?;
+                let run = configured.with_history(history).map_err(to_py)?;
+                let expect = run.counts_at(g);
+                if expect != values {
+                    return Err(argument(format!(
+                        "state dict counts {} at sample {g} are not what its schedule_history \
+                         gives there ({}); the state dict was changed or mixed from two runs",
+                        show_counts(names, &values),
+                        show_counts(names, &expect)
+                    )));
+                }
+                run
+            }
+            // A state from before histories were saved: the samples before
+            // `g` follow this loader's schedule.
+            None => configured.clone(),
         };
-        let g = epoch
-            .saturating_mul(inner.epoch_len())
-            .saturating_add(position);
-        let anchored = m.anchored(g, &values, schedule).map_err(to_py)?;
+        let anchored = run
+            .anchored(g, &values, configured.schedule())
+            .map_err(to_py)?;
         let fresh = inner.with_mixture(anchored).map_err(to_py)?;
         *self.loader.write().unwrap_or_else(PoisonError::into_inner) = fresh;
         Ok(())
     }
+}
+
+/// Global sample `epoch * epoch_len + position`, or a clear error where it
+/// would not fit in 64 bits.
+fn global_sample(epoch: u64, epoch_len: u64, position: u64) -> PyResult<u64> {
+    epoch
+        .checked_mul(epoch_len)
+        .and_then(|s| s.checked_add(position))
+        .ok_or_else(|| {
+            argument(format!(
+                "epoch {epoch} of {epoch_len} samples, position {position}: the global sample \
+                 number does not fit in 64 bits"
+            ))
+        })
+}
+
+/// `{name: count}` in component order; every component named once.
+fn counts_by_name(d: &Bound<'_, PyAny>, names: &[String], what: &str) -> PyResult<Vec<u64>> {
+    let d = d
+        .cast::<PyDict>()
+        .map_err(|_| argument(format!("{what} must be a dict {{component: count}}")))?;
+    if d.len() != names.len() {
+        return Err(argument(format!(
+            "{what} names {} components, this mixture has {} ({})",
+            d.len(),
+            names.len(),
+            names.join(", ")
+        )));
+    }
+    let mut values = Vec::with_capacity(names.len());
+    for name in names {
+        let v = d.get_item(name)?.ok_or_else(|| {
+            argument(format!(
+                "{what} has no component {name:?} (this mixture: {})",
+                names.join(", ")
+            ))
+        })?;
+        values.push(v.extract::<u64>().map_err(|_| {
+            argument(format!(
+                "{what}: the count of {name:?} must be a non-negative integer"
+            ))
+        })?);
+    }
+    Ok(values)
+}
+
+fn show_counts(names: &[String], counts: &[u64]) -> String {
+    let parts: Vec<String> = names
+        .iter()
+        .zip(counts)
+        .map(|(n, c)| format!("{n}: {c}"))
+        .collect();
+    format!("{{{}}}", parts.join(", "))
+}
+
+/// The state dict's ``schedule_history``: a list of
+/// ``{"at": sample, "counts": {name: count}, "steps": [[start, {name: weight}], ...]}``.
+fn parse_history(h: &Bound<'_, PyAny>, names: &[String]) -> PyResult<Vec<ScheduleChange>> {
+    let bad = |i: usize, m: &str| argument(format!("state dict schedule_history[{i}]: {m}"));
+    let list: Vec<Bound<'_, PyAny>> = h
+        .extract()
+        .map_err(|_| argument("state dict key \"schedule_history\" must be a list"))?;
+    let mut out = Vec::with_capacity(list.len());
+    for (i, item) in list.iter().enumerate() {
+        let d = item
+            .cast::<PyDict>()
+            .map_err(|_| bad(i, "must be a dict with keys at, counts, steps"))?;
+        let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
+            d.get_item(k)?
+                .ok_or_else(|| bad(i, &format!("has no key {k:?}")))
+        };
+        let at: u64 = get("at")?
+            .extract()
+            .map_err(|_| bad(i, "\"at\" must be a non-negative integer"))?;
+        let counts = counts_by_name(
+            &get("counts")?,
+            names,
+            &format!("state dict schedule_history[{i}].counts"),
+        )?;
+        let shape = "\"steps\" must be a list of [first sample, {component: weight}]";
+        let raw: Vec<Vec<Bound<'_, PyAny>>> = get("steps")?.extract().map_err(|_| bad(i, shape))?;
+        let mut steps = Vec::with_capacity(raw.len());
+        for pair in raw {
+            let [start, w] = pair.as_slice() else {
+                return Err(bad(i, shape));
+            };
+            let start: u64 = start.extract().map_err(|_| bad(i, shape))?;
+            let w = w.cast::<PyDict>().map_err(|_| {
+                bad(
+                    i,
+                    &format!("the weights of the step at {start} must be a dict"),
+                )
+            })?;
+            let mut weights = Vec::with_capacity(names.len());
+            for name in names {
+                let v = w.get_item(name)?.ok_or_else(|| {
+                    bad(
+                        i,
+                        &format!("the step at {start} has no weight for {name:?}"),
+                    )
+                })?;
+                weights.push(v.extract::<f64>().map_err(|_| {
+                    bad(
+                        i,
+                        &format!("the weight of {name:?} at {start} must be a number"),
+                    )
+                })?);
+            }
+            if w.len() != names.len() {
+                return Err(bad(
+                    i,
+                    &format!("the step at {start} names components this mixture does not have"),
+                ));
+            }
+            steps.push(WeightStep { start, weights });
+        }
+        out.push(ScheduleChange { at, counts, steps });
+    }
+    Ok(out)
+}
+
+/// A mixture's history as the state dict holds it (see [`parse_history`]).
+fn history_to_py<'py>(
+    py: Python<'py>,
+    names: &[String],
+    history: &[ScheduleChange],
+) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for c in history {
+        let d = PyDict::new(py);
+        d.set_item("at", c.at)?;
+        let counts = PyDict::new(py);
+        for (n, v) in names.iter().zip(&c.counts) {
+            counts.set_item(n, v)?;
+        }
+        d.set_item("counts", counts)?;
+        let steps = PyList::empty(py);
+        for s in &c.steps {
+            let w = PyDict::new(py);
+            for (n, v) in names.iter().zip(&s.weights) {
+                w.set_item(n, v)?;
+            }
+            let step = PyList::empty(py);
+            step.append(s.start)?;
+            step.append(w)?;
+            steps.append(step)?;
+        }
+        d.set_item("steps", steps)?;
+        list.append(d)?;
+    }
+    Ok(list)
 }
 
 fn last_batch_name(l: LastBatch) -> &'static str {
@@ -202,7 +347,6 @@ enum Source {
     Mix {
         mixture: Py<Mixture>,
         names: Vec<String>,
-        schedule: Vec<WeightStep>,
     },
 }
 
@@ -238,7 +382,6 @@ impl Loader {
                     .iter()
                     .map(|c| c.name.clone())
                     .collect(),
-                schedule: this.schedule.clone(),
             },
         })
     }
@@ -341,6 +484,9 @@ impl Loader {
         if let Some(counts) = self.counts_at(py, epoch, position)? {
             d.set_item("counts", counts)?;
         }
+        if let Some(history) = self.schedule_history(py)? {
+            d.set_item("schedule_history", history)?;
+        }
         Ok(d)
     }
 
@@ -416,11 +562,8 @@ impl Loader {
                 "state dict position {position} is past the end of the epoch ({rows} records)"
             )));
         }
-        if let Source::Mix {
-            names, schedule, ..
-        } = &self.source
-        {
-            self.restore_counts(state, names, schedule, &inner, epoch, position)?;
+        if let Source::Mix { names, mixture } = &self.source {
+            self.restore_counts(state, names, &mixture.get().mix, &inner, epoch, position)?;
         }
         let mut p = lock(&self.progress);
         *p = Progress {
@@ -446,14 +589,27 @@ impl Loader {
         let Some(m) = inner.mixture_source() else {
             return Ok(None);
         };
-        let g = epoch
-            .saturating_mul(inner.epoch_len())
-            .saturating_add(position);
+        let g = global_sample(epoch, inner.epoch_len(), position)?;
         let d = PyDict::new(py);
-        for (name, c) in names.iter().zip(m.counts_at(g.max(m.first_sample()))) {
+        for (name, c) in names.iter().zip(m.counts_at(g)) {
             d.set_item(name, c)?;
         }
         Ok(Some(d))
+    }
+
+    /// For a mixture loader: every change of weights of the stream it reads
+    /// (``[{"at": sample, "counts": {component: count}, "steps": [[first
+    /// sample, {component: weight}], ...]}, ...]``, the first being the
+    /// mixture's schedule at sample 0), as ``state_dict`` saves it; ``None``
+    /// for a dataset.
+    fn schedule_history<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
+        let (Source::Mix { names, .. }, inner) = (&self.source, self.inner()) else {
+            return Ok(None);
+        };
+        let Some(m) = inner.mixture_source() else {
+            return Ok(None);
+        };
+        history_to_py(py, names, m.history()).map(Some)
     }
 
     /// The dataset this loader reads (``None`` for a mixture).

@@ -14,7 +14,6 @@ use tessera_reader::{MixComponent, WeightStep};
 #[pyclass(frozen, module = "tessera._tessera", name = "Mixture")]
 pub struct Mixture {
     pub(crate) mix: tessera_reader::Mixture,
-    pub(crate) schedule: Vec<WeightStep>,
 }
 
 /// Builds a mixture: ``components`` as ``(name, dataset)`` pairs, and the
@@ -39,10 +38,9 @@ pub fn mixture(
         .into_iter()
         .map(|(start, weights)| WeightStep { start, weights })
         .collect();
-    let mix =
-        tessera_reader::Mixture::scheduled(comps, schedule.clone(), seed, epoch_samples, shuffle)
-            .map_err(to_py)?;
-    Ok(Mixture { mix, schedule })
+    let mix = tessera_reader::Mixture::scheduled(comps, schedule, seed, epoch_samples, shuffle)
+        .map_err(to_py)?;
+    Ok(Mixture { mix })
 }
 
 #[pymethods]
@@ -97,8 +95,13 @@ impl Mixture {
     }
 
     /// Global sample ``g``: ``(component index, record index in it)``.
-    fn pick(&self, g: u64) -> (usize, u64) {
-        self.mix.pick(g)
+    fn pick(&self, g: u64) -> PyResult<(usize, u64)> {
+        if g == u64::MAX {
+            return Err(crate::errors::argument(
+                "global sample numbers go up to 2**64 - 2",
+            ));
+        }
+        Ok(self.mix.pick(g))
     }
 
     /// An iterable over batches of the mixture; arguments as for

@@ -30,10 +30,10 @@ def open(
     artifact_cache_dir: Optional[PathArg] = None,
 ) -> _tessera.Dataset:
     """Opens a shard set: a directory, an object-store URL, or, as the
-    ``tessera`` command line accepts, a spec file (the artifact it builds,
-    if it is in the artifact cache; nothing is built), a hash prefix of at
-    least 4 hex digits of one cached artifact, or a dataset name (its most
-    recently used cached artifact).
+    ``tessera`` command line accepts, a spec file (``.yaml`` or ``.yml``:
+    the artifact it builds, if it is in the artifact cache; nothing is
+    built), a hash prefix of at least 4 hex digits of one cached artifact,
+    or a dataset name (its most recently used cached artifact).
 
     Names, specs and prefixes are looked up in ``artifact_cache_dir``
     (default: the compiler's, ``$TESSERA_CACHE_DIR`` then
@@ -51,7 +51,10 @@ def open(
     (``cache_dir``, default ``$TESSERA_SHARD_CACHE`` or
     ``~/.cache/tessera/shards``), within ``cache_bytes`` (default
     ``$TESSERA_SHARD_CACHE_BYTES``, else no limit; it must hold the largest
-    shard). ``storage_options`` are object-store settings
+    shard). When the store cannot be reached but an earlier open kept the
+    set's manifest in that cache and every shard is there (and matches its
+    blake3), the kept manifest is used, with a ``UserWarning`` saying so
+    (README, "Object storage"). ``storage_options`` are object-store settings
     (``endpoint``, ``region``, ``allow_http``, ...) on top of the
     environment's (``AWS_ENDPOINT``, ``AWS_REGION``, ...).
 
@@ -62,7 +65,7 @@ def open(
     store cannot be read.
     """
     target = os.fspath(path)
-    if "://" not in target and not os.path.isdir(target):
+    if _names_an_artifact(target):
         target = _resolve(target, artifact_cache_dir)
     return _tessera.open(
         target,
@@ -74,6 +77,17 @@ def open(
     )
 
 
+def _names_an_artifact(target: str) -> bool:
+    """Whether ``target`` is for the compiler to resolve: not a URL, not a
+    directory, and, if it is a file, a YAML spec (any other file is a wrong
+    path, and the reader's "a shard set is a directory" says so best)."""
+    if "://" in target or os.path.isdir(target):
+        return False
+    if os.path.isfile(target):
+        return target.endswith((".yaml", ".yml"))
+    return True
+
+
 def _resolve(target: str, artifact_cache_dir: Optional[PathArg]) -> str:
     """The shard-set directory a spec, hash prefix or name stands for."""
     try:
@@ -82,7 +96,7 @@ def _resolve(target: str, artifact_cache_dir: Optional[PathArg]) -> str:
         if os.path.exists(target):
             raise NotFoundError(
                 2,
-                f"not a shard-set directory; opening the artifact of a spec needs the tessera compiler ({e})",
+                f"a spec, not a shard-set directory; opening its artifact needs the tessera compiler ({e})",
                 target,
             ) from None
         # Without the compiler a name cannot be looked up: the native

@@ -53,6 +53,7 @@ prefetch threads started lazily, inside each process.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import threading
 import warnings
@@ -75,8 +76,11 @@ PathArg = Union[str, "os.PathLike[str]"]
 
 STATE_FORMAT = "tessera-loader/1"
 
-# Layout of the shared block: what the next pass reads.
-_GEN, _EPOCH, _START, _ANCHORED, _ANCHOR_EPOCH, _ANCHOR_POS, _COUNTS = range(7)
+# Layout of the shared block: what the next pass reads. A mixture's restored
+# state (counts and schedule history, as JSON) is in a second shared block
+# of bytes; _ANCHORED holds its length (0: none).
+_GEN, _EPOCH, _START, _ANCHORED = range(4)
+_ANCHOR_BYTES = 1 << 20
 
 _passes = itertools.count(1)
 
@@ -194,14 +198,15 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
         self._pending = False  # True after load_state_dict: the next pass resumes
         self._pass: Optional[_Pass] = None
         self._claim: Optional[_Pass] = None  # a pass a DataLoader began for in-process iteration
-        self._anchor: Optional[Dict[str, Any]] = None  # mixture counts restored by load_state_dict
+        self._anchor: Optional[Dict[str, Any]] = None  # mixture state restored by load_state_dict
         self._lock = threading.Lock()
         # In a worker: an epoch/position restored by StatefulDataLoader.
         self._local: Optional[Tuple[int, int]] = None
         self._source: Any = None
         self._source_pid = -1
-        ncomp = len(self.mixture.names) if self.mixture is not None else 0
-        self._shared = torch.zeros(_COUNTS + ncomp, dtype=torch.int64).share_memory_()
+        self._shared = torch.zeros(_ANCHORED + 1, dtype=torch.int64).share_memory_()
+        anchor_bytes = _ANCHOR_BYTES if self.mixture is not None else 1
+        self._anchor_bytes = torch.zeros(anchor_bytes, dtype=torch.uint8).share_memory_()
         # Open once in the constructing process: bad paths and arguments fail
         # here, not later inside a worker.
         self._quiet = False  # warn (mixed splits) once, at construction
@@ -248,11 +253,15 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
         block[_EPOCH] = self.epoch
         block[_START] = start
         if self._anchor is not None:
-            block[_ANCHOR_EPOCH] = int(self._anchor["epoch"])
-            block[_ANCHOR_POS] = int(self._anchor["position"])
-            for i, name in enumerate(self.mixture.names if self.mixture is not None else ()):
-                block[_COUNTS + i] = int(self._anchor["counts"][name])
-            block[_ANCHORED] = 1
+            data = json.dumps(self._anchor).encode()
+            if len(data) > len(self._anchor_bytes):
+                raise ArgumentError(
+                    f"the mixture state to restore is {len(data)} bytes of JSON, more than the "
+                    f"{len(self._anchor_bytes)} that DataLoader workers can be sent (a schedule "
+                    "history of very many weight changes)"
+                )
+            self._anchor_bytes[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+            block[_ANCHORED] = len(data)
         block[_GEN] += 1
 
     def _begin_pass(self) -> _Pass:
@@ -411,6 +420,7 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
         if self.mixture is not None:
             probe = self._probe()
             state["counts"] = probe.counts_at(epoch, position)
+            state["schedule_history"] = probe.schedule_history()
         return state
 
     def _probe(self) -> tessera.Loader:
@@ -446,7 +456,9 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
             self._pass = None
             self._claim = None
             if self.mixture is not None and "counts" in state:
-                self._anchor = {"epoch": epoch, "position": position, "counts": dict(state["counts"])}
+                self._anchor = {"epoch": epoch, "position": position, "counts": _plain(dict(state["counts"]))}
+                if state.get("schedule_history") is not None:
+                    self._anchor["schedule_history"] = _plain(state["schedule_history"])
         self._publish()
 
     # -- pickling ------------------------------------------------------------
@@ -478,6 +490,18 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
         )
 
 
+def _plain(value: Any) -> Any:
+    """A state dict value as JSON-able lists, dicts, ints and floats (a
+    checkpoint may hold tuples, or tensors for numbers)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, torch.Tensor):
+        return value.item()
+    return value
+
+
 class _Stream:
     """The batches one process yields in one pass: the rank's batches
     ``worker, worker + num_workers, ...`` from ``start`` of ``epoch``.
@@ -506,11 +530,9 @@ class _Stream:
         loader = owner._loader(self.worker, self.num_workers)
         block = owner._shared.tolist()
         if owner.mixture is not None and block[_ANCHORED]:
-            counts = {n: int(block[_COUNTS + i]) for i, n in enumerate(owner.mixture.names)}
-            loader.load_state_dict({
-                "seed": owner.seed, "shuffle": owner.shuffle, "epoch": int(block[_ANCHOR_EPOCH]),
-                "position": int(block[_ANCHOR_POS]), "counts": counts,
-            })
+            n = int(block[_ANCHORED])
+            anchor = json.loads(owner._anchor_bytes[:n].numpy().tobytes())
+            loader.load_state_dict({"seed": owner.seed, "shuffle": owner.shuffle, **anchor})
         # Skip the rounds this sub-stream already yielded: round j of all
         # workers starts j * num_workers batches after `start`.
         rank, world_size = owner.ranks()

@@ -225,6 +225,45 @@ def test_mixture_weights_can_change_at_a_resume_through_workers(tmp_path: "os.Pa
             assert len(set(chunk.tolist())) == len(chunk)
 
 
+def test_a_checkpoint_after_a_weight_change_restores_through_persistent_workers(tmp_path: "os.PathLike[str]") -> None:
+    a = os.path.join(str(tmp_path), "a")
+    b = os.path.join(str(tmp_path), "b")
+    tessera.write(a, {"id": np.arange(100, dtype=np.int64)})
+    tessera.write(b, {"id": np.arange(1000, 1300, dtype=np.int64)})
+
+    def data(wa: float) -> "tessera.torch.IterableDataset":
+        return tessera.torch.IterableDataset(tessera.mix({"a": (a, wa), "b": (b, 1 - wa)}, seed=9), B)
+
+    first = data(0.5)
+    it = iter(loader(first, 2))
+    head = ids([next(it) for _ in range(10)])
+    s1 = first.state_dict()
+    del it
+    # Resumed with other weights (workers started before the restore), then
+    # saved again after the change.
+    second = data(0.2)
+    dl = loader(second, 2, persistent=True)
+    assert len(ids(list(dl))) == 400
+    second.load_state_dict(s1)
+    it = iter(dl)
+    mid = ids([next(it) for _ in range(10)])
+    s2 = second.state_dict()
+    rest = ids(list(it))
+    assert len(head) + len(mid) + len(rest) == 400
+    assert [c["at"] for c in s2["schedule_history"]] == [0, 100]
+    # Restored into the same weights, by persistent workers already running:
+    # exactly the rest of the run.
+    third = data(0.2)
+    dl = loader(third, 2, persistent=True)
+    assert len(ids(list(dl))) == 400
+    third.load_state_dict(s2)
+    assert np.array_equal(ids(list(dl)), rest)
+    # And by a plain loader of the mixture.
+    plain = tessera.mix({"a": (a, 0.2), "b": (b, 0.8)}, seed=9).loader(B)
+    plain.load_state_dict(s2)
+    assert np.array_equal(np.concatenate([x["id"].copy() for x in plain]), rest)
+
+
 def stateful_dataloader() -> Optional[Any]:
     try:
         from torchdata.stateful_dataloader import StatefulDataLoader

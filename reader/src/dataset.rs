@@ -51,6 +51,8 @@ struct ShardSet {
     stride: usize,
     /// Keeps `tessera cache gc` from deleting the set while it is open.
     _lease: crate::lease::Lease,
+    /// Why the manifest came from the shard cache instead of the store.
+    offline: Option<String>,
 }
 
 /// Where the records are.
@@ -149,14 +151,19 @@ impl Dataset {
     /// cache.
     #[cfg(feature = "remote")]
     fn open_url(url: String, opts: &OpenOptions) -> Result<Self> {
-        let (manifest, source) = crate::remote::open_set(&url, &opts.storage_options)?;
-        let cache = CachedShards::open(url.clone(), &manifest, source, &opts.cache, true)?;
-        Self::assemble(
+        let root = opts.cache.resolved_dir()?;
+        let set = crate::remote::open_set(&url, &opts.storage_options, &root)?;
+        let cache = CachedShards::open(url.clone(), &set.manifest, set.source, &opts.cache, true)?;
+        let mut ds = Self::assemble(
             PathBuf::from(url),
-            manifest,
+            set.manifest,
             Storage::Cached(cache),
             crate::lease::Lease::none(),
-        )
+        )?;
+        if let Some(set_mut) = Arc::get_mut(&mut ds.set) {
+            set_mut.offline = set.offline;
+        }
+        Ok(ds)
     }
 
     #[cfg(not(feature = "remote"))]
@@ -202,6 +209,7 @@ impl Dataset {
                 .map_err(|_| Error::manifest(&manifest_path, "stride does not fit in memory"))?,
             manifest,
             _lease: lease,
+            offline: None,
         };
         Ok(Dataset {
             set: Arc::new(set),
@@ -259,6 +267,15 @@ impl Dataset {
             }
         }
         Ok(())
+    }
+
+    /// For a set at a URL whose store could not be reached when it was
+    /// opened: why, and that the manifest kept in the shard cache by an
+    /// earlier open was used instead (every shard it lists being in the
+    /// cache and matching its blake3). Show it to the user: the set is read
+    /// as it was when that copy was kept. `None` otherwise.
+    pub fn offline(&self) -> Option<&str> {
+        self.set.offline.as_deref()
     }
 
     /// Number of records in this view.

@@ -89,6 +89,6 @@ pub use location::{STORE_SCHEMES, is_store_url};
 pub use manifest::{
     Compression, FORMAT_NAME, FileInfo, MANIFEST_FILE, Manifest, ShardInfo, SplitInfo, hex,
 };
-pub use mixture::{MixComponent, Mixture, WeightStep};
+pub use mixture::{MixComponent, Mixture, ScheduleChange, WeightStep};
 pub use order::{Cursor, EpochOrder, LastBatch, OrderVersion, Schedule};
 pub use writer::{ShardSetWriter, ShardWriter, sync_dir, write_manifest};

@@ -547,7 +547,18 @@ impl Job {
         let mut buf = pool.take();
         buf.resize(rows * stride);
         let out = buf.bytes_mut();
-        let first = self.epoch.saturating_mul(len);
+        // Global samples are counted in 64 bits; an epoch past that has no
+        // samples to read.
+        let first = self
+            .epoch
+            .checked_mul(len)
+            .filter(|f| f.checked_add(len).is_some())
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "epoch {} of {len} samples: its global sample numbers do not fit in 64 bits",
+                    self.epoch
+                ))
+            })?;
         let mut pos = positions.start;
         let mut filled = 0usize;
         while pos < positions.end {

@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use proptest::test_runner::Config;
 use tessera_reader::{
     Cursor, DType, Dataset, FieldSpec, LastBatch, Loader, LoaderConfig, MixComponent, Mixture,
-    RecordLayout, ShardSetWriter, WeightStep,
+    RecordLayout, ScheduleChange, ShardSetWriter, WeightStep,
 };
 
 fn layout() -> RecordLayout {
@@ -326,7 +326,9 @@ fn changing_weights_at_a_resume_loses_and_repeats_no_component_sample() {
         },
     ];
     let resumed = m.anchored(cut, &saved, &new_schedule).unwrap();
-    assert_eq!(resumed.first_sample(), cut);
+    // The history: the run's own schedule, then the change at the cut.
+    let at: Vec<u64> = resumed.history().iter().map(|c| c.at).collect();
+    assert_eq!(at, [0, cut]);
     let loader = Loader::mixture(m.clone(), cfg(30, 3, 0, 1, 2)).unwrap();
     let loader = loader.with_mixture(resumed.clone()).unwrap();
     let cursor = Cursor {
@@ -551,4 +553,208 @@ fn huge_weights_whose_sum_overflows_keep_their_proportions() {
         b[0].abs_diff(1000) <= 2 && t[0].abs_diff(1000) <= 2,
         "{b:?} {t:?}"
     );
+}
+
+/// What a loader saves of a mixture: its position's counts and the history.
+struct Saved {
+    at: u64,
+    counts: Vec<u64>,
+    history: Vec<ScheduleChange>,
+}
+
+fn save(m: &Mixture, at: u64) -> Saved {
+    Saved {
+        at,
+        counts: m.counts_at(at),
+        history: m.history().to_vec(),
+    }
+}
+
+/// A new process restoring `saved` into a mixture configured with
+/// `schedule`: the saved run's history, then the new weights if they differ.
+fn restore(comps: &[MixComponent], schedule: &[WeightStep], saved: &Saved) -> Mixture {
+    let configured = Mixture::scheduled(comps.to_vec(), schedule.to_vec(), 5, None, true).unwrap();
+    let run = configured.with_history(saved.history.clone()).unwrap();
+    assert_eq!(run.counts_at(saved.at), saved.counts);
+    run.anchored(saved.at, &saved.counts, schedule).unwrap()
+}
+
+fn picks(m: &Mixture, range: std::ops::Range<u64>) -> Vec<(usize, u64)> {
+    range.map(|g| m.pick(g)).collect()
+}
+
+#[test]
+fn a_checkpoint_after_a_weight_change_restores_into_the_same_weights_exactly() {
+    // The issue's case: 100 + 300 records; weights changed at a resume, then
+    // a checkpoint restored into those same weights.
+    // (0.23 : 0.77 has a long period, so a shifted interleave shows.)
+    let s = sets(&[100, 300]);
+    let (w1, w2) = (constant(&[0.5, 0.5]), constant(&[0.23, 0.77]));
+    let first = Mixture::scheduled(s.comps.clone(), w1.clone(), 5, None, true).unwrap();
+    let resumed = restore(&s.comps, &w2, &save(&first, 100));
+    let cut = 100;
+    let uninterrupted = picks(&resumed, cut..cut + 300);
+    let again = restore(&s.comps, &w2, &save(&resumed, cut));
+    assert_eq!(picks(&again, cut..cut + 300), uninterrupted);
+    // Later checkpoints too (the issue saved at 100 after the change at 100;
+    // any position after it).
+    for at in [137u64, 250, 399, 400, 1000] {
+        let again = restore(&s.comps, &w2, &save(&resumed, at));
+        assert_eq!(
+            picks(&again, at..at + 300),
+            picks(&resumed, at..at + 300),
+            "checkpoint at {at}"
+        );
+    }
+    // What a restore without the history gave: same records taken, but
+    // another interleave (so this test can tell the two apart).
+    let configured = Mixture::scheduled(s.comps.clone(), w2.clone(), 5, None, true).unwrap();
+    let at = 250;
+    let blind = configured
+        .anchored(at, &resumed.counts_at(at), &w2)
+        .unwrap();
+    assert_ne!(picks(&blind, at..at + 300), picks(&resumed, at..at + 300));
+}
+
+#[test]
+fn successive_weight_changes_resume_exactly_and_lose_nothing() {
+    let s = sets(&[100, 300, 60]);
+    let w = [
+        constant(&[0.5, 0.3, 0.2]),
+        constant(&[0.1, 0.8, 0.1]),
+        vec![
+            WeightStep {
+                start: 0,
+                weights: vec![0.0, 0.5, 0.5],
+            },
+            WeightStep {
+                start: 900,
+                weights: vec![1.0, 1.0, 1.0],
+            },
+        ],
+    ];
+    let cuts = [130u64, 410];
+    // The run: weights w[0] from 0, w[1] from the first resume, w[2] from
+    // the second.
+    let mut run = Mixture::scheduled(s.comps.clone(), w[0].clone(), 5, None, true).unwrap();
+    for (i, &cut) in cuts.iter().enumerate() {
+        run = restore(&s.comps, &w[i + 1], &save(&run, cut));
+    }
+    let at: Vec<u64> = run.history().iter().map(|c| c.at).collect();
+    assert_eq!(at, [0, 130, 410]);
+    // Checkpoints anywhere after (and between) the changes, restored into
+    // the last weights, continue the very same stream.
+    for at in [410u64, 411, 555, 899, 900, 1500] {
+        let again = restore(&s.comps, &w[2], &save(&run, at));
+        assert_eq!(
+            picks(&again, at..at + 400),
+            picks(&run, at..at + 400),
+            "at {at}"
+        );
+    }
+    // Nothing lost or repeated: each component's records, over the three
+    // weight regimes, are its own epochs back to back.
+    let mut per: Vec<Vec<u64>> = vec![Vec::new(); 3];
+    for (c, r) in picks(&run, 0..2000) {
+        per[c].push(r);
+    }
+    let only_one = |c: usize| {
+        let mut w = vec![0.0; 3];
+        w[c] = 1.0;
+        Mixture::scheduled(s.comps.clone(), constant(&w), 5, None, true).unwrap()
+    };
+    for (c, seq) in per.iter().enumerate() {
+        let alone = only_one(c);
+        let want: Vec<u64> = (0..seq.len() as u64).map(|g| alone.pick(g).1).collect();
+        assert_eq!(seq, &want, "component {c}");
+    }
+    // The shares of each regime follow its weights.
+    let c = |g| run.counts_at(g);
+    let d =
+        |a: Vec<u64>, b: Vec<u64>| -> Vec<u64> { a.iter().zip(b).map(|(x, y)| x - y).collect() };
+    let mid = d(c(410), c(130));
+    assert!(
+        mid[1].abs_diff(224) <= 2 && mid[0].abs_diff(28) <= 2,
+        "{mid:?}"
+    );
+    let last = d(c(900), c(410));
+    assert!(last[0] == 0 && last[1].abs_diff(245) <= 2, "{last:?}");
+}
+
+#[test]
+fn a_second_pass_after_a_resume_reads_the_history_and_restores() {
+    // Mixture epochs of 400 samples; weights changed at sample 100 of epoch
+    // 0; then epoch 0 is read again (a second pass).
+    let s = sets(&[100, 300]);
+    let (w1, w2) = (constant(&[0.5, 0.5]), constant(&[0.2, 0.8]));
+    let first = Mixture::scheduled(s.comps.clone(), w1.clone(), 5, None, true).unwrap();
+    let resumed = restore(&s.comps, &w2, &save(&first, 100));
+    // Before the change: what the first run read; after it: the resumed run.
+    let mut want = picks(&first, 0..100);
+    want.extend(picks(&resumed, 100..400));
+    let loader = Loader::mixture(resumed.clone(), cfg(50, 5, 0, 1, 2)).unwrap();
+    let second: Vec<(usize, u64)> = loader.epoch(0).flat_map(|b| picks_of(&b)).collect();
+    assert_eq!(second, want);
+    // Counts in the second pass are the history's (this used to wrap below
+    // the change) and a checkpoint there restores: into the run's weights it
+    // is the same run, into other weights the history is cut there.
+    for at in [0u64, 10, 99, 100, 260] {
+        let saved = save(&resumed, at);
+        assert_eq!(
+            saved.counts,
+            if at <= 100 {
+                first.counts_at(at)
+            } else {
+                resumed.counts_at(at)
+            }
+        );
+        let again = restore(&s.comps, &w2, &saved);
+        assert_eq!(
+            picks(&again, at..at + 500),
+            picks(&resumed, at..at + 500),
+            "at {at}"
+        );
+        let w3 = constant(&[0.9, 0.1]);
+        let other = restore(&s.comps, &w3, &saved);
+        let changes: Vec<u64> = other.history().iter().map(|c| c.at).collect();
+        let mut expect: Vec<u64> = [0u64, 100].into_iter().filter(|&a| a < at).collect();
+        expect.push(at);
+        assert_eq!(changes, expect, "at {at}");
+        assert_eq!(picks(&other, 0..at), picks(&resumed, 0..at));
+    }
+}
+
+#[test]
+fn bad_histories_are_clear_errors() {
+    let s = sets(&[10, 10]);
+    let m = Mixture::new(s.comps.clone(), vec![1.0, 1.0], 5).unwrap();
+    let step = |start, w: &[f64]| WeightStep {
+        start,
+        weights: w.to_vec(),
+    };
+    let change = |at, counts: &[u64], start| ScheduleChange {
+        at,
+        counts: counts.to_vec(),
+        steps: vec![step(start, &[1.0, 2.0])],
+    };
+    let err = |h: Vec<ScheduleChange>| m.with_history(h).unwrap_err().to_string();
+    assert!(err(vec![]).contains("no entry"));
+    assert!(err(vec![change(3, &[1, 2], 3)]).contains("not at 0"));
+    let e = err(vec![change(0, &[0, 0], 0), change(8, &[5, 4], 8)]);
+    assert!(e.contains("add up to 9, not to the position 8"), "{e}");
+    let e = err(vec![
+        change(0, &[0, 0], 0),
+        change(8, &[4, 4], 8),
+        change(8, &[4, 4], 8),
+    ]);
+    assert!(e.contains("increasing samples"), "{e}");
+    let e = err(vec![change(0, &[0, 0], 0), change(8, &[4, 4], 7)]);
+    assert!(e.contains("the first starting there"), "{e}");
+    let mut negative = change(0, &[0, 0], 0);
+    negative.steps[0].weights[1] = -1.0;
+    assert!(err(vec![negative]).contains("finite and >= 0"));
+    assert!(err(vec![change(0, &[0], 0)]).contains("1 counts for 2"));
+    // A valid one is accepted and read back.
+    let h = vec![change(0, &[0, 0], 0), change(8, &[4, 4], 8)];
+    assert_eq!(m.with_history(h.clone()).unwrap().history(), h.as_slice());
 }

@@ -25,6 +25,16 @@
 //! every component's count at `g` ([`Mixture::counts_at`]), and
 //! [`Mixture::anchored`] continues from those counts with the new schedule:
 //! no component sample is lost or repeated whatever the weights were before.
+//!
+//! The interleave after such a change is seeded from the sample it was made
+//! at and counts from the counts there, neither of which follows from the
+//! schedule. So a mixture keeps its *history*: every change ([`ScheduleChange`]:
+//! where, the counts there, the steps from there on), the first being the
+//! configured schedule at sample 0. The history is part of a loader's saved
+//! state, and [`Mixture::with_history`] rebuilds exactly the stream it
+//! describes: a checkpoint taken after any number of changes restores the
+//! same samples, and every sample from 0 on stays defined (a second pass over
+//! an epoch before the last change reads what the run read there).
 
 mod interleave;
 
@@ -55,6 +65,20 @@ pub struct WeightStep {
     pub weights: Vec<f64>,
 }
 
+/// One entry of a mixture's history: from global sample `at` on (until the
+/// next change), the weights follow `steps`, starting from the component
+/// counts `counts` (which add up to `at`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScheduleChange {
+    /// First global sample the change applies to.
+    pub at: u64,
+    /// Each component's count at `at`, in component order.
+    pub counts: Vec<u64>,
+    /// The weight steps from `at` on: the first starts at `at`, the others
+    /// later, in increasing order.
+    pub steps: Vec<WeightStep>,
+}
+
 /// Several shard sets read as one weighted stream (see the module docs).
 #[derive(Clone, Debug)]
 pub struct Mixture {
@@ -64,8 +88,9 @@ pub struct Mixture {
     seed: u64,
     shuffle: bool,
     epoch_samples: u64,
-    /// The schedule the segments were built from.
-    schedule: Vec<WeightStep>,
+    /// The changes the segments were built from; the first is at sample 0.
+    history: Vec<ScheduleChange>,
+    /// The interleave over samples `0..u64::MAX`, in order.
     segments: Vec<Segment>,
     layout: Arc<RecordLayout>,
 }
@@ -132,23 +157,118 @@ impl Mixture {
             seed,
             shuffle,
             epoch_samples,
-            schedule: Vec::new(),
+            history: Vec::new(),
             segments: Vec::new(),
             layout: Arc::new(layout),
         };
-        let base = vec![0; mixture.components.len()];
-        mixture.segments = mixture.build_segments(&schedule, 0, base)?;
-        mixture.schedule = schedule;
+        check_schedule(&schedule)?;
+        let counts = vec![0; mixture.components.len()];
+        mixture.set_history(vec![ScheduleChange {
+            at: 0,
+            counts,
+            steps: schedule,
+        }])?;
         Ok(mixture)
     }
 
     /// This mixture continued from global sample `at`, where the components'
     /// counts were `counts` (from [`Mixture::counts_at`] of the run being
-    /// resumed), with `schedule`'s weights from `at` on (steps before `at`
-    /// only matter through the weights in force at `at`). Samples from `at`
-    /// on draw each component's records after the `counts` already taken,
-    /// so resuming with other weights loses and repeats nothing.
+    /// resumed), with `schedule`'s weights from `at` on (a whole schedule,
+    /// from sample 0; steps before `at` only matter through the weights in
+    /// force at `at`). Samples from `at` on draw each component's records
+    /// after the `counts` already taken, so resuming with other weights loses
+    /// and repeats nothing. The history before `at` is kept (changes at or
+    /// after `at` are replaced), so samples before `at` stay what they were.
+    ///
+    /// When this mixture already reads `schedule` from `at` on (its last
+    /// change's steps agree with it from there) and has exactly `counts` at
+    /// `at`, it is returned unchanged: the same run continues.
     pub fn anchored(&self, at: u64, counts: &[u64], schedule: &[WeightStep]) -> Result<Self> {
+        self.check_counts(at, counts)?;
+        check_schedule(schedule)?;
+        let last = self.history.last().expect("a mixture has a history");
+        let from = at.max(last.at);
+        if steps_from(schedule, from) == steps_from(&last.steps, from)
+            && self.counts_at(at) == counts
+        {
+            return Ok(self.clone());
+        }
+        let mut history: Vec<ScheduleChange> =
+            self.history.iter().filter(|c| c.at < at).cloned().collect();
+        history.push(ScheduleChange {
+            at,
+            counts: counts.to_vec(),
+            steps: steps_from(schedule, at),
+        });
+        let mut m = self.clone();
+        m.set_history(history)?;
+        Ok(m)
+    }
+
+    /// This mixture's components, seed and epoch length with the weights of
+    /// `history` (as [`Mixture::history`] of the run being restored gave
+    /// it): the very stream that run read, at every sample.
+    pub fn with_history(&self, history: Vec<ScheduleChange>) -> Result<Self> {
+        let bad = |m: String| Error::InvalidArgument(format!("mixture history: {m}"));
+        let first = history
+            .first()
+            .ok_or_else(|| bad("it has no entry (the first is the schedule at sample 0)".into()))?;
+        if first.at != 0 {
+            return Err(bad(format!(
+                "the first change is at sample {}, not at 0",
+                first.at
+            )));
+        }
+        for w in history.windows(2) {
+            if w[1].at <= w[0].at {
+                return Err(bad(format!(
+                    "changes must be at increasing samples ({} after {})",
+                    w[1].at, w[0].at
+                )));
+            }
+        }
+        for c in &history {
+            self.check_counts(c.at, &c.counts)
+                .map_err(|e| bad(format!("the change at sample {}: {e}", c.at)))?;
+            match c.steps.first() {
+                Some(s) if s.start == c.at => {}
+                _ => {
+                    return Err(bad(format!(
+                        "the change at sample {} must have steps, the first starting there",
+                        c.at
+                    )));
+                }
+            }
+            for w in c.steps.windows(2) {
+                if w[1].start <= w[0].start {
+                    return Err(bad(format!(
+                        "the change at sample {}: steps must start at increasing samples \
+                         ({} after {})",
+                        c.at, w[1].start, w[0].start
+                    )));
+                }
+            }
+        }
+        let mut m = self.clone();
+        m.set_history(history)?;
+        Ok(m)
+    }
+
+    /// Every change of weights this mixture's stream went through, the first
+    /// being the configured schedule at sample 0. A loader saves it; see
+    /// [`Mixture::with_history`].
+    pub fn history(&self) -> &[ScheduleChange] {
+        &self.history
+    }
+
+    /// The weight schedule in force from the last change on.
+    pub fn schedule(&self) -> &[WeightStep] {
+        &self.history.last().expect("a mixture has a history").steps
+    }
+
+    /// `counts` fit this mixture at sample `at`: one per component, adding
+    /// up to `at`.
+    fn check_counts(&self, at: u64, counts: &[u64]) -> Result<()> {
         if counts.len() != self.components.len() {
             return Err(Error::InvalidArgument(format!(
                 "mixture: {} counts for {} components",
@@ -162,50 +282,47 @@ impl Mixture {
                 "mixture: component counts add up to {taken}, not to the position {at}"
             )));
         }
-        // The same schedule and the counts it gives: nothing to re-anchor,
-        // and keeping the segments keeps the interleave identical to the
-        // uninterrupted run.
-        if schedule == self.schedule.as_slice()
-            && at >= self.first_sample()
-            && self.counts_at(at) == counts
-        {
-            return Ok(self.clone());
-        }
-        let mut m = self.clone();
-        m.segments = m.build_segments(schedule, at, counts.to_vec())?;
-        m.schedule = schedule.to_vec();
-        Ok(m)
+        Ok(())
     }
 
-    /// The weight schedule that a mixture anchored at `at` uses: the step in
-    /// force at `at`, starting there, then the later steps.
+    /// Rebuilds the segments from `history` (already checked for order and
+    /// counts): each change's steps, from its sample to the next change.
+    fn set_history(&mut self, history: Vec<ScheduleChange>) -> Result<()> {
+        let mut segments = Vec::new();
+        for (i, change) in history.iter().enumerate() {
+            let until = history.get(i + 1).map_or(u64::MAX, |c| c.at);
+            self.build_segments(change, until, &mut segments)?;
+        }
+        self.segments = segments;
+        self.history = history;
+        Ok(())
+    }
+
+    /// Appends the segments of `change` up to sample `until` (exclusive).
     fn build_segments(
         &self,
-        schedule: &[WeightStep],
-        at: u64,
-        mut base: Vec<u64>,
-    ) -> Result<Vec<Segment>> {
-        let bad = |m: String| Error::InvalidArgument(format!("mixture: {m}"));
-        if schedule.first().is_none_or(|s| s.start != 0) {
-            return Err(bad("the weight schedule must start at sample 0".into()));
-        }
-        for w in schedule.windows(2) {
-            if w[1].start <= w[0].start {
-                return Err(bad(format!(
-                    "weight steps must start at increasing samples ({} after {})",
-                    w[1].start, w[0].start
-                )));
-            }
-        }
-        let mut segments = Vec::new();
-        for (i, step) in schedule.iter().enumerate() {
-            let end = schedule.get(i + 1).map_or(u64::MAX, |s| s.start);
-            if end <= at {
+        change: &ScheduleChange,
+        until: u64,
+        segments: &mut Vec<Segment>,
+    ) -> Result<()> {
+        let mut base = change.counts.clone();
+        for (i, step) in change.steps.iter().enumerate() {
+            // The step's weights are checked even when a later change
+            // leaves it no sample: a history is all valid or refused.
+            let ints = self.integer_weights(step)?;
+            let start = step.start.max(change.at);
+            let end = change
+                .steps
+                .get(i + 1)
+                .map_or(u64::MAX, |s| s.start)
+                .min(until);
+            if start >= end {
                 continue;
             }
-            let start = step.start.max(at);
-            let ints = self.integer_weights(step)?;
             let mut nodes = Vec::new();
+            // Seeded by where the weights start to apply: the step's start,
+            // or the change's sample (what a resumed run has used from the
+            // start, so that saved runs keep their streams).
             let mut rng = SplitMix(self.seed ^ mix(0x6d69_7874_7572_6573 ^ start));
             build_tree(&ints, 0, ints.len(), &mut nodes, &mut rng);
             let seg = Segment {
@@ -217,12 +334,16 @@ impl Mixture {
             if end != u64::MAX {
                 let add = seg.local_counts(end - start, self.components.len());
                 for (b, a) in base.iter_mut().zip(add) {
-                    *b += a;
+                    *b = b.checked_add(a).ok_or_else(|| {
+                        Error::InvalidArgument(format!(
+                            "mixture: a component's count passes 2^64 before sample {end}"
+                        ))
+                    })?;
                 }
             }
             segments.push(seg);
         }
-        Ok(segments)
+        Ok(())
     }
 
     fn integer_weights(&self, step: &WeightStep) -> Result<Vec<u64>> {
@@ -305,29 +426,27 @@ impl Mixture {
         self.layout.stride as usize
     }
 
-    /// The first global sample this mixture defines (0, or the anchor).
-    pub fn first_sample(&self) -> u64 {
-        self.segments.first().map_or(0, |s| s.start)
-    }
-
+    /// The segment holding sample `g`: the segments cover `0..u64::MAX`
+    /// without gaps, from the history's first change at 0.
     fn segment(&self, g: u64) -> &Segment {
         let i = self.segments.partition_point(|s| s.end <= g);
         &self.segments[i.min(self.segments.len() - 1)]
     }
 
     /// How many samples each component has contributed to global samples
-    /// `0..g` (`g` at or after [`Mixture::first_sample`]).
+    /// `0..g`.
     pub fn counts_at(&self, g: u64) -> Vec<u64> {
         let seg = self.segment(g);
-        let local = seg.local_counts(g.saturating_sub(seg.start), self.components.len());
+        let local = seg.local_counts(g - seg.start, self.components.len());
         seg.base.iter().zip(local).map(|(b, l)| b + l).collect()
     }
 
-    /// Global sample `g`: its component and the record index in it.
+    /// Global sample `g` (below `u64::MAX`): its component and the record
+    /// index in it.
     pub fn pick(&self, g: u64) -> (usize, u64) {
         let mut cache = OrderCache::default();
         let mut out = (0, 0);
-        self.for_each_pick(g..g + 1, &mut cache, |_, c, i| out = (c, i));
+        self.for_each_pick(g..g.saturating_add(1), &mut cache, |_, c, i| out = (c, i));
         out
     }
 
@@ -459,6 +578,34 @@ impl Mixture {
         });
         Ok(())
     }
+}
+
+/// A schedule starts at sample 0 with steps at increasing samples.
+fn check_schedule(schedule: &[WeightStep]) -> Result<()> {
+    let bad = |m: String| Error::InvalidArgument(format!("mixture: {m}"));
+    if schedule.first().is_none_or(|s| s.start != 0) {
+        return Err(bad("the weight schedule must start at sample 0".into()));
+    }
+    for w in schedule.windows(2) {
+        if w[1].start <= w[0].start {
+            return Err(bad(format!(
+                "weight steps must start at increasing samples ({} after {})",
+                w[1].start, w[0].start
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The steps of `schedule` (increasing starts, the first at or before
+/// `from`) that apply from sample `from` on, the first moved to `from`.
+fn steps_from(schedule: &[WeightStep], from: u64) -> Vec<WeightStep> {
+    let first = schedule.partition_point(|s| s.start <= from).max(1) - 1;
+    let mut steps = schedule[first..].to_vec();
+    if let Some(s) = steps.first_mut() {
+        s.start = from;
+    }
+    steps
 }
 
 /// Per-thread buffers of a mixture loader.

@@ -15,6 +15,7 @@
 //! with exponential backoff (object_store's retry: up to 5 retries within
 //! 30 s), and a shard whose bytes arrive corrupt is fetched again.
 
+mod offline;
 mod push;
 mod store;
 
@@ -26,20 +27,61 @@ use crate::manifest::{MANIFEST_FILE, MAX_MANIFEST_BYTES, Manifest};
 use crate::source::ShardSource;
 use std::path::{Path, PathBuf};
 
+/// A set opened from a URL: its manifest, a source for its shards, and,
+/// when the store could not be reached and the manifest kept in the shard
+/// cache stood in for it, why (see `offline`).
+pub(crate) struct OpenedSet {
+    pub(crate) manifest: Manifest,
+    pub(crate) source: Box<dyn ShardSource>,
+    pub(crate) offline: Option<String>,
+}
+
 /// Reads the manifest at `url` and returns it with a source for its shards.
+/// `cache_root` is the shard cache, which keeps a copy of the manifest for
+/// an open that cannot reach the store.
 pub(crate) fn open_set(
     url: &str,
     options: &[(String, String)],
-) -> Result<(Manifest, Box<dyn ShardSource>)> {
+    cache_root: &Path,
+) -> Result<OpenedSet> {
     let store = RemoteStore::new(url, options)?;
-    let bytes = store
-        .get_small(MANIFEST_FILE, MAX_MANIFEST_BYTES)?
-        .ok_or_else(|| Error::Remote {
-            url: store.url_of(MANIFEST_FILE),
-            reason: "no manifest here: not a shard set, or a push that has not finished \
-                     (the manifest is written last)"
-                .into(),
-        })?;
+    let bytes = match store.get_small(MANIFEST_FILE, MAX_MANIFEST_BYTES) {
+        Ok(Some(b)) => b,
+        Ok(None) => {
+            return Err(Error::Remote {
+                url: store.url_of(MANIFEST_FILE),
+                reason: "no manifest here: not a shard set, or a push that has not finished \
+                         (the manifest is written last)"
+                    .into(),
+            });
+        }
+        Err(unreachable) => {
+            return match offline::recall(cache_root, store.url()) {
+                Ok(manifest) => Ok(OpenedSet {
+                    offline: Some(format!(
+                        "{} could not be read ({unreachable}); using the copy of its manifest \
+                         kept in the shard cache {} by an earlier open, whose shards are all \
+                         there and match their blake3. The set is read as it was then; a \
+                         change pushed since is not seen.",
+                        store.url_of(MANIFEST_FILE),
+                        cache_root.display()
+                    )),
+                    manifest,
+                    source: Box::new(StoreSource { store }),
+                }),
+                Err(why) => Err(Error::Remote {
+                    url: store.url_of(MANIFEST_FILE),
+                    reason: format!(
+                        "{}; and the shard cache cannot stand in for the store: {why}",
+                        match &unreachable {
+                            Error::Remote { reason, .. } => reason.clone(),
+                            other => other.to_string(),
+                        }
+                    ),
+                }),
+            };
+        }
+    };
     let manifest = Manifest::parse(&bytes, Path::new(&store.url_of(MANIFEST_FILE)))?;
     // The set's other files (rare: large vocabularies) must be there with
     // their sizes, as for a local set; shards are checked when fetched.
@@ -60,7 +102,12 @@ pub(crate) fn open_set(
             }
         }
     }
-    Ok((manifest, Box::new(StoreSource { store })))
+    offline::remember(cache_root, store.url(), &bytes);
+    Ok(OpenedSet {
+        manifest,
+        source: Box::new(StoreSource { store }),
+        offline: None,
+    })
 }
 
 /// Shard files read from an object store.
