@@ -277,10 +277,16 @@ fn a_second_epoch_reads_from_the_cache_with_the_server_stopped() {
         ds.cache_stats().expect("stats").fetched_shards as usize,
         local_ds.manifest().shards.len()
     );
-    // A new open needs the manifest, and says why it cannot have it.
+    // A new open over the same cache reads the kept manifest and shards,
+    // says it is offline, and gives the same batches with no fetch.
+    let again = open_remote(&url, &ep, &p.root.join("shards"), None);
+    assert!(again.offline().is_some(), "the reopen should be offline");
+    assert!(batches(&again, &cfg, 2..3) == batches(&local_ds, &cfg, 2..3));
+    // A cache that never saw the set cannot stand in for the store: the open
+    // fails and names the URL.
     let opts = OpenOptions {
         cache: CacheOptions {
-            dir: Some(p.root.join("shards")),
+            dir: Some(p.root.join("empty-cache")),
             ..Default::default()
         },
         storage_options: storage_options(&ep),
