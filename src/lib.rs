@@ -22,6 +22,8 @@ pub mod exact;
 pub mod fault;
 pub mod fingerprint;
 pub mod inspect;
+pub mod megatron;
+pub mod pack;
 pub mod pathkind;
 pub mod plan;
 pub mod progress;

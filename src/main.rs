@@ -318,6 +318,25 @@ enum Command {
         #[arg(long)]
         cache_dir: Option<PathBuf>,
     },
+    /// Write a packed token set's windows as a Megatron-style indexed
+    /// dataset: PREFIX.bin (token ids) and PREFIX.idx (where each window
+    /// starts), one sequence per window, padding left out.
+    ExportMegatron {
+        /// A shard-set directory, a spec (its cached artifact), a hash prefix or a dataset name.
+        target: String,
+        /// The output prefix: PREFIX.bin and PREFIX.idx are written.
+        #[arg(long, short = 'o')]
+        output: PathBuf,
+        /// Only this split's windows (default: all).
+        #[arg(long)]
+        split: Option<String>,
+        /// Artifact cache directory.
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -558,6 +577,27 @@ fn run(cli: Cli) -> Result<ExitCode> {
                             .unwrap_or_default()
                     ),
                     _ => println!("plan: {}", report.plan),
+                }
+                if let Some(pack) = report.pack.as_ref().and_then(|p| p.as_object()) {
+                    for (split, p) in pack {
+                        let n = |k: &str| p[k].as_u64().unwrap_or(0);
+                        println!(
+                            "pack {split}: {} documents -> {} windows, {} tokens, {:.2}% padding, \
+                             {} split, {} truncated ({} tokens), {} dropped, {} empty",
+                            n("documents"),
+                            n("windows"),
+                            n("tokens"),
+                            100.0 * p["padding_fraction"].as_f64().unwrap_or(0.0),
+                            n("split_documents"),
+                            n("truncated_documents"),
+                            n("truncated_tokens"),
+                            n("dropped_documents"),
+                            n("empty_documents"),
+                        );
+                    }
+                    if let Some(rate) = report.mtok_per_s_per_core {
+                        println!("pack: {rate:.2} Mtok/s per core");
+                    }
                 }
                 println!("hash: {}", report.hash);
                 println!("path: {}", report.path.display());
@@ -879,6 +919,32 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 r.cases,
                 output.display()
             );
+        }
+        Command::ExportMegatron {
+            target,
+            output,
+            split,
+            cache_dir,
+            json,
+        } => {
+            let path = tessera::artifact::resolve(&target, cache_dir.as_deref())?;
+            let mut ds = tessera_reader::Dataset::open(&path)?;
+            if let Some(s) = &split {
+                ds = ds.split(s)?;
+            }
+            let r = tessera::megatron::export(&ds, &output).map_err(anyhow::Error::msg)?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!(
+                    "{} windows, {} tokens ({}) -> {} and {}",
+                    r.sequences,
+                    r.tokens,
+                    r.dtype,
+                    r.bin.display(),
+                    r.idx.display()
+                );
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -129,7 +129,9 @@ impl Job<'_> {
 
         // Encode pass: each chunk writes its own shards.
         let t = Instant::now();
-        let encode_dir = if spec.order.shuffle_seed.is_some() {
+        // Shards to shuffle and documents to pack are written to the work
+        // area first: what the commit publishes is made from them.
+        let encode_dir = if spec.order.shuffle_seed.is_some() || spec.pack.is_some() {
             let d = work.join("unshuffled");
             std::fs::create_dir_all(&d)
                 .map_err(|e| BuildError::Other(format!("{}: {e}", d.display())))?;
@@ -254,6 +256,12 @@ impl Commit<'_> {
             scan.add(m);
             rows_kept += out.rows_kept;
         }
+        let mut packed = None;
+        if let Some(p) = &spec.pack {
+            let (s, sp, stats) = pack_streams(p, self.layout, &names, &outputs, encode_dir, spec)?;
+            (shards, splits) = (s, sp);
+            packed = Some(stats);
+        }
         if !self.allow_empty {
             check_not_empty(spec, &splits, rows_kept, &scan)?;
         }
@@ -297,6 +305,9 @@ impl Commit<'_> {
             "rows_kept": rows_kept,
             "scan": scan,
         });
+        if let Some(stats) = &packed {
+            manifest.build["pack"] = stats.clone();
+        }
         if let Some(columns) = self.query_columns {
             manifest.build[tessera_transform::serving::QUERY_COLUMNS_KEY] = columns;
         }
@@ -311,6 +322,66 @@ impl Commit<'_> {
             },
         ))
     }
+}
+
+/// Packs each split's documents (the tasks' streams, in task order) into
+/// window shards in `dir`; returns the shards, the splits and the packing
+/// statistics per split for the manifest.
+fn pack_streams(
+    opts: &crate::pack::PackOptions,
+    layout: &RecordLayout,
+    names: &[String],
+    outputs: &[(EncodeOutput, ScanMetrics)],
+    dir: &Path,
+    spec: &Spec,
+) -> Result<(Vec<ShardInfo>, Vec<SplitInfo>, serde_json::Value), BuildError> {
+    let mut shards = Vec::new();
+    let mut splits = Vec::new();
+    let mut stats = serde_json::Map::new();
+    let mut start = 0;
+    for (s, name) in names.iter().enumerate() {
+        let streams: Vec<&crate::pack::stream::StreamInfo> = outputs
+            .iter()
+            .flat_map(|(o, _)| o.streams.iter().filter(|x| x.split == s))
+            .collect();
+        let out = crate::pack::windows::pack_split(
+            opts,
+            layout,
+            name,
+            &streams,
+            dir,
+            dir,
+            spec.shards.target_bytes,
+        )
+        .map_err(|e| BuildError::Spec(spec.error_at("pack", e.to_string())))?;
+        for st in &streams {
+            let _ = std::fs::remove_file(dir.join(&st.file));
+        }
+        let st = &out.stats;
+        stats.insert(
+            name.clone(),
+            serde_json::json!({
+                "documents": st.documents,
+                "empty_documents": st.empty_documents,
+                "windows": st.windows,
+                "tokens": st.tokens,
+                "padding_tokens": st.padding_tokens,
+                "padding_fraction": st.padding_fraction(opts.capacity()),
+                "split_documents": st.split_documents,
+                "truncated_documents": st.truncated_documents,
+                "truncated_tokens": st.truncated_tokens,
+                "dropped_documents": st.dropped_documents,
+            }),
+        );
+        shards.extend(out.shards);
+        splits.push(SplitInfo {
+            name: name.clone(),
+            start,
+            rows: out.rows,
+        });
+        start += out.rows;
+    }
+    Ok((shards, splits, serde_json::Value::Object(stats)))
 }
 
 /// Moves a file (renaming when it can, copying across file systems).

@@ -290,7 +290,11 @@ fn inputs_of(plan: &BuildPlan, task: &Task) -> Vec<(String, String)> {
 fn shards_listed(outputs: &[EncodeOutput]) -> Vec<String> {
     outputs
         .iter()
-        .flat_map(|o| o.shards.iter().map(|(_, s)| format!("shards/{}", s.file)))
+        .flat_map(|o| {
+            let shards = o.shards.iter().map(|(_, s)| format!("shards/{}", s.file));
+            let streams = o.streams.iter().map(|s| format!("shards/{}", s.file));
+            shards.chain(streams)
+        })
         .collect()
 }
 

@@ -7,6 +7,7 @@
 
 use super::PlanError;
 use super::stats::Rows;
+use crate::pack::stream::StreamWriter;
 use crate::spec::Spec;
 use crate::transform::FrozenStats;
 use datafusion::arrow::array::ArrayRef;
@@ -56,6 +57,9 @@ pub struct EncodeOutput {
     pub rows_per_split: Vec<u64>,
     /// Rows that came out of the query (after the filter).
     pub rows_kept: u64,
+    /// With `pack:`, the documents per split, for the commit to pack.
+    #[serde(default)]
+    pub streams: Vec<crate::pack::stream::StreamInfo>,
 }
 
 /// The output budget shared by a build's encode tasks (`--max-output`).
@@ -119,6 +123,16 @@ pub struct Encoder<'a> {
     recs: Vec<u8>,
     bytes: u64,
     budget: Option<&'a OutputBudget>,
+    /// With `pack:`: the packed field's input column, and a document stream
+    /// per split.
+    pack: Option<PackSink>,
+}
+
+/// Where a packing build's task writes its documents.
+struct PackSink {
+    field: String,
+    column: String,
+    streams: Vec<Option<StreamWriter>>,
 }
 
 impl<'a> Encoder<'a> {
@@ -153,6 +167,18 @@ impl<'a> Encoder<'a> {
             recs: Vec::new(),
             bytes: 0,
             budget: None,
+            pack: spec.pack.as_ref().map(|p| {
+                let index = spec
+                    .fields
+                    .iter()
+                    .position(|f| f.name == p.field)
+                    .unwrap_or(0);
+                PackSink {
+                    field: p.field.clone(),
+                    column: format!("__f{index}"),
+                    streams: (0..n).map(|_| None).collect(),
+                }
+            }),
         })
     }
 
@@ -177,6 +203,9 @@ impl<'a> Encoder<'a> {
             what,
             first: self.out.rows_kept,
         };
+        if self.pack.is_some() {
+            return self.push_documents(batch, &at);
+        }
         let stride = self.layout.stride as usize;
         let need = n.checked_mul(stride).ok_or_else(|| too_big(n, stride))?;
         self.recs.clear();
@@ -199,6 +228,36 @@ impl<'a> Encoder<'a> {
             }
             self.append(s, r, e)?;
             r = e;
+        }
+        self.out.rows_kept += n as u64;
+        Ok(())
+    }
+
+    /// With `pack:`: appends each row's document to its split's stream.
+    fn push_documents(&mut self, batch: &RecordBatch, at: &Rows<'_>) -> Result<(), PlanError> {
+        let n = batch.num_rows();
+        let splits = row_splits(batch, &self.splits).map_err(|e| at.at_key("split.key", e))?;
+        let Some(sink) = self.pack.as_mut() else {
+            return Ok(());
+        };
+        let col = column(batch, &sink.column, &sink.field)?;
+        let docs = crate::pack::docs::from_lists(&col).map_err(|e| at.error(&sink.field, e))?;
+        for r in 0..n {
+            let s = splits.as_ref().map_or(0, |v| usize::from(v[r]));
+            let w = match &mut sink.streams[s] {
+                Some(w) => w,
+                slot @ None => {
+                    let name = format!("docs-{}-{:05}.bin", self.splits.names[s], self.chunk);
+                    slot.insert(StreamWriter::create(&self.dir, &name, s).map_err(stream_error)?)
+                }
+            };
+            let doc = docs.get(r);
+            if let Some(budget) = self.budget {
+                budget.take(4 * (doc.len() as u64 + 1))?;
+            }
+            w.push(doc).map_err(stream_error)?;
+            self.bytes += 4 * (doc.len() as u64 + 1);
+            self.out.rows_per_split[s] += 1;
         }
         self.out.rows_kept += n as u64;
         Ok(())
@@ -243,9 +302,23 @@ impl<'a> Encoder<'a> {
                 self.out.shards.push((s, w.finish()?));
             }
         }
+        if let Some(sink) = self.pack.take() {
+            for w in sink.streams.into_iter().flatten() {
+                self.out.streams.push(w.finish().map_err(stream_error)?);
+            }
+        }
         // Order shards split-major, keeping write order within a split.
         self.out.shards.sort_by_key(|(s, _)| *s);
         Ok(self.out)
+    }
+}
+
+fn stream_error(e: std::io::Error) -> PlanError {
+    PlanError::Encode {
+        key: Some("pack".into()),
+        row: None,
+        context: "a document stream".into(),
+        message: e.to_string(),
     }
 }
 

@@ -12,7 +12,8 @@ use super::{
 use std::path::{Path, PathBuf};
 
 const TOP_KEYS: &[&str] = &[
-    "version", "name", "sources", "query", "filter", "fields", "split", "order", "shards", "chunks",
+    "version", "name", "sources", "query", "filter", "fields", "split", "order", "shards",
+    "chunks", "pack",
 ];
 const SOURCE_KEYS: &[&str] = &[
     "path",
@@ -158,6 +159,7 @@ pub(super) fn build(root: &Node, file: &Path, abs_path: PathBuf) -> Result<Spec,
     let order = read_order(&ctx, &map)?;
     let shards = read_shards(&ctx, &map)?;
     let chunks = read_chunks(&ctx, &map)?;
+    let pack = super::pack::read_pack(&ctx, &map, &fields)?;
 
     Ok(Spec {
         path: abs_path,
@@ -171,6 +173,7 @@ pub(super) fn build(root: &Node, file: &Path, abs_path: PathBuf) -> Result<Spec,
         order,
         shards,
         chunks,
+        pack,
         locations: SpecLocations::from_tree(file, root),
     })
 }

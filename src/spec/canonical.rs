@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 pub(super) fn canonical(spec: &Spec) -> Value {
     let mut sources: Vec<&Source> = spec.sources.iter().collect();
     sources.sort_by(|a, b| a.name.cmp(&b.name));
-    json!({
+    let mut v = json!({
         "chunks": { "target_bytes": spec.chunks.target_bytes },
         "fields": spec.fields.iter().map(|f| f.canonical_json()).collect::<Vec<_>>(),
         "filter": spec.filter,
@@ -35,7 +35,12 @@ pub(super) fn canonical(spec: &Spec) -> Value {
         "sources": sources.into_iter().map(source).collect::<Vec<_>>(),
         "split": spec.split.as_ref().map(|s| s.canonical_json()),
         "version": spec.version,
-    })
+    });
+    // Written only when present, so specs without it keep their hashes.
+    if let Some(p) = &spec.pack {
+        v["pack"] = p.canonical_json();
+    }
+    v
 }
 
 fn source(s: &Source) -> Value {

@@ -11,6 +11,7 @@ mod canonical;
 mod error;
 mod fields;
 mod files;
+mod pack;
 mod read;
 mod sql;
 mod suggest;
@@ -57,6 +58,8 @@ pub struct Spec {
     pub shards: Shards,
     /// How the chunked source is cut into build tasks.
     pub chunks: Chunks,
+    /// Packing of a token field into windows (`pack:`).
+    pub pack: Option<crate::pack::PackOptions>,
     /// Where each key sits in the spec file, for errors found after parsing.
     pub locations: SpecLocations,
 }

@@ -1,0 +1,185 @@
+//! The `pack:` section: which token field is packed into windows, and how.
+
+use super::read::{Ctx, MapView};
+use super::{Field, FieldInput, SpecError};
+use crate::pack::{
+    Algorithm, DEFAULT_GROUP_DOCS, LOSS_MASK, MAX_LENGTH, Overflow, POSITIONS, PackOptions,
+    SEGMENT_IDS,
+};
+
+const PACK_KEYS: &[&str] = &[
+    "field",
+    "length",
+    "algorithm",
+    "labels",
+    "overflow",
+    "group_docs",
+    "pad_id",
+];
+
+/// Reads `pack:` (if present) and checks it against the fields.
+pub(super) fn read_pack(
+    ctx: &Ctx<'_>,
+    top: &MapView<'_>,
+    fields: &[Field],
+) -> Result<Option<PackOptions>, SpecError> {
+    let Some(owned) = top.get_some("pack") else {
+        return Ok(None);
+    };
+    let section = owned.item();
+    let map = section.map(ctx, PACK_KEYS)?;
+    let length_owned = map.require(ctx, "length")?;
+    let length_item = length_owned.item();
+    let length = length_item.u64_at_least(ctx, 1)?;
+    if length > u64::from(MAX_LENGTH) {
+        return Err(length_item.error(
+            ctx,
+            format!("a window holds at most {MAX_LENGTH} tokens, not {length}"),
+        ));
+    }
+    let field = match map.get_some("field") {
+        Some(o) => o.item().string(ctx)?.to_string(),
+        None if fields.len() == 1 => fields[0].name.clone(),
+        None => {
+            return Err(section.error(
+                ctx,
+                "name the token field to pack with `field:` (the spec has several fields)",
+            ));
+        }
+    };
+    let algorithm = match map.get_some("algorithm") {
+        None => Algorithm::BestFit,
+        Some(o) => {
+            let item = o.item();
+            match item.string(ctx)? {
+                "concat" => Algorithm::Concat,
+                "best_fit" => Algorithm::BestFit,
+                other => {
+                    return Err(item.error(
+                        ctx,
+                        format!("unknown algorithm {other:?}; use concat or best_fit"),
+                    ));
+                }
+            }
+        }
+    };
+    let overflow = match map.get_some("overflow") {
+        None => Overflow::Split,
+        Some(o) => {
+            let item = o.item();
+            match item.string(ctx)? {
+                "split" => Overflow::Split,
+                "truncate" => Overflow::Truncate,
+                "drop" => Overflow::Drop,
+                other => {
+                    return Err(item.error(
+                        ctx,
+                        format!("unknown overflow {other:?}; use split, truncate or drop"),
+                    ));
+                }
+            }
+        }
+    };
+    let labels = match map.get_some("labels") {
+        Some(o) => o.item().boolean(ctx)?,
+        None => false,
+    };
+    let group_docs = match map.get_some("group_docs") {
+        Some(o) => {
+            let item = o.item();
+            if algorithm != Algorithm::BestFit {
+                return Err(item.error(ctx, "group_docs applies only to algorithm: best_fit"));
+            }
+            item.u64_at_least(ctx, 1)?
+        }
+        None => DEFAULT_GROUP_DOCS,
+    };
+    let pad_id = match map.get_some("pad_id") {
+        Some(o) => {
+            let item = o.item();
+            let v = item.u64_at_least(ctx, 0)?;
+            u32::try_from(v).map_err(|_| item.error(ctx, format!("{v} is not a u32 token id")))?
+        }
+        None => 0,
+    };
+    let opts = PackOptions {
+        field,
+        length: length as u32,
+        algorithm,
+        labels,
+        overflow,
+        group_docs,
+        pad_id,
+    };
+    check_fields(ctx, &map, &opts, fields)?;
+    Ok(Some(opts))
+}
+
+/// A packed set stores windows, not rows: its only field is the packed one,
+/// an integer field holding a whole document per row.
+fn check_fields(
+    ctx: &Ctx<'_>,
+    map: &MapView<'_>,
+    opts: &PackOptions,
+    fields: &[Field],
+) -> Result<(), SpecError> {
+    let err = |message: String| match map.get_some("field") {
+        Some(o) => o.item().error(ctx, message),
+        None => ctx.error("pack", None, message),
+    };
+    let Some(f) = fields.iter().find(|f| f.name == opts.field) else {
+        let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
+        return Err(err(format!(
+            "no field named {:?} to pack; the fields are {}",
+            opts.field,
+            names.join(", ")
+        )));
+    };
+    if let Some(other) = fields.iter().find(|g| g.name != opts.field) {
+        return Err(ctx.error(
+            &format!("fields.{}", other.name),
+            None,
+            format!(
+                "a packed set stores windows of field {:?}, not rows, so it can have no other \
+                 field (its records get {SEGMENT_IDS}, {POSITIONS} and {LOSS_MASK}); build \
+                 {:?} in a spec without pack",
+                opts.field, other.name
+            ),
+        ));
+    }
+    let at = |message: String| ctx.error(&format!("fields.{}", f.name), None, message);
+    if f.dtype.is_float() {
+        return Err(at(format!(
+            "a packed field holds token ids: an integer dtype (u16, u32, i32, i64), not {}",
+            f.dtype.name()
+        )));
+    }
+    if matches!(f.input, FieldInput::Columns(_)) {
+        return Err(at(
+            "a packed field reads one column or expr of documents, not `columns`".into(),
+        ));
+    }
+    if f.length.is_some() || f.bytes.is_some() {
+        return Err(at(
+            "a packed field keeps each document whole; the window size is pack.length, so \
+             remove `length`/`bytes` from the field"
+                .into(),
+        ));
+    }
+    if f.fill_null.is_some() {
+        return Err(at(
+            "a packed field has no fill_null: a null document is an error naming its row".into(),
+        ));
+    }
+    if let Some(t) = f.transforms.iter().find(|t| !is_tokenize(t)) {
+        return Err(at(format!(
+            "a packed field's only transform can be tokenize, not {}",
+            t.name()
+        )));
+    }
+    Ok(())
+}
+
+fn is_tokenize(t: &super::Transform) -> bool {
+    t.name() == "tokenize"
+}
