@@ -62,7 +62,11 @@ class Mixture:
         schedule: ScheduleArg = None,
         epoch_samples: Optional[int] = None,
         shuffle: bool = True,
+        unit: str = "samples",
+        tokens_field: Optional[str] = None,
     ) -> None:
+        if unit not in ("samples", "tokens"):
+            raise ArgumentError(f"tessera.mix: unit must be 'samples' or 'tokens', got {unit!r}")
         if not isinstance(components, Mapping) or not components:
             raise ArgumentError("tessera.mix needs a non-empty dict {name: (path, weight)}")
         seed = _unsigned("seed", seed, 0)
@@ -115,8 +119,19 @@ class Mixture:
             "seed": seed,
             "epoch_samples": epoch_samples,
             "shuffle": bool(shuffle),
+            "unit": unit,
+            "tokens_field": tokens_field,
         }
-        self._native = _tessera.mixture(opened, steps, seed, epoch_samples, bool(shuffle))
+        # With unit="tokens" a weight is a share of tokens: the interleave,
+        # which counts samples, gets each weight divided by the component's
+        # mean tokens per sample.
+        self._tokens_per_sample: Optional[Dict[str, float]] = None
+        native_steps = steps
+        if unit == "tokens":
+            per = [_tokens_per_sample(ds, n, tokens_field) for n, ds in opened]
+            self._tokens_per_sample = dict(zip(names, per))
+            native_steps = [(start, [w / t for w, t in zip(ws, per)]) for start, ws in steps]
+        self._native = _tessera.mixture(opened, native_steps, seed, epoch_samples, bool(shuffle))
 
     # -- reading ----------------------------------------------------------------
 
@@ -177,6 +192,17 @@ class Mixture:
     def schedule(self) -> List[Tuple[int, Dict[str, float]]]:
         """``[(first sample, {name: weight}), ...]`` as given (weights not normalized)."""
         return [(s, dict(zip(self._config["names"], w))) for s, w in self._config["steps"]]
+
+    @property
+    def unit(self) -> str:
+        """What a weight is a share of: ``"samples"`` or ``"tokens"``."""
+        return str(self._config["unit"])
+
+    @property
+    def tokens_per_sample(self) -> Optional[Dict[str, float]]:
+        """With ``unit="tokens"``: each component's mean tokens (not padding)
+        per sample, by which its weights were divided."""
+        return None if self._tokens_per_sample is None else dict(self._tokens_per_sample)
 
     def counts_at(self, sample: int) -> Dict[str, int]:
         """Samples each component contributed to global samples ``0..sample``."""
@@ -247,7 +273,54 @@ def _rebuild(config: Dict[str, Any]) -> Mixture:
         schedule=steps,
         epoch_samples=config["epoch_samples"],
         shuffle=config["shuffle"],
+        unit=config.get("unit", "samples"),
+        tokens_field=config.get("tokens_field"),
     )
+
+
+def _tokens_per_sample(ds: _tessera.Dataset, name: str, field: Optional[str]) -> float:
+    """Mean tokens per sample of a component: for a packed set, its build's
+    token count over its windows; otherwise the non-padding elements of the
+    token field (``field``, or the one field with a ``tokenize`` step),
+    counted over every record."""
+    manifest = ds.manifest
+    spec = manifest.get("spec") or {}
+    pack = spec.get("pack")
+    where = f"mixture component {name!r}"
+    if pack and field in (None, pack.get("field")):
+        figures = (manifest.get("build") or {}).get("pack") or {}
+        chosen = [figures[ds.split_name]] if ds.split_name in figures else list(figures.values())
+        tokens = sum(int(f.get("tokens", 0)) for f in chosen)
+        windows = sum(int(f.get("windows", 0)) for f in chosen)
+        if windows == 0 or tokens == 0:
+            raise ArgumentError(f"{where}: its packed windows hold no tokens")
+        return tokens / windows
+    fields = spec.get("fields") or []
+    if field is None:
+        tok = [f["name"] for f in fields
+               if any(isinstance(t, dict) and "tokenize" in t for t in f.get("transforms") or [])]
+        if len(tok) != 1:
+            raise ArgumentError(
+                f"{where}: unit='tokens' needs the token field; name it with tokens_field= "
+                f"(fields: {[f.name for f in ds.fields]})")
+        field = tok[0]
+    if field not in [f.name for f in ds.fields]:
+        raise ArgumentError(f"{where}: no field {field!r} (fields: {[f.name for f in ds.fields]})")
+    pad = next((f.get("pad") for f in fields if f.get("name") == field), None)
+    pad = 0 if pad is None else pad
+    import numpy as np
+
+    n = len(ds)
+    if n == 0:
+        raise ArgumentError(f"{where}: the set is empty")
+    total = 0
+    step = 65536
+    for a in range(0, n, step):
+        values = np.asarray(ds[a:min(n, a + step)][field])
+        total += int(np.count_nonzero(values != pad))
+    if total == 0:
+        raise ArgumentError(f"{where}: field {field!r} holds no tokens (every element is the pad {pad})")
+    return total / n
 
 
 def mix(
@@ -257,6 +330,8 @@ def mix(
     schedule: ScheduleArg = None,
     epoch_samples: Optional[int] = None,
     shuffle: bool = True,
+    unit: str = "samples",
+    tokens_field: Optional[str] = None,
 ) -> Mixture:
     """A weighted mixture of shard sets (or splits) with the same fields::
 
@@ -273,5 +348,14 @@ def mix(
     from a global sample on). A mixture epoch is ``epoch_samples`` samples
     (default: the components' total size). Everything is a pure function of
     ``(seed, schedule, sample)``; see docs/ORDER.md.
+
+    ``unit="tokens"`` makes every weight (and schedule weight) a share of
+    tokens rather than of samples: each is divided by the component's mean
+    tokens per sample (:attr:`Mixture.tokens_per_sample`) before the
+    interleave. For a packed set that is its build's tokens over its windows
+    (padding left out); otherwise the elements of the token field that are
+    not its ``pad`` (``tokens_field``, default the field with a ``tokenize``
+    step), counted once when the mixture is made.
     """
-    return Mixture(components, seed=seed, schedule=schedule, epoch_samples=epoch_samples, shuffle=shuffle)
+    return Mixture(components, seed=seed, schedule=schedule, epoch_samples=epoch_samples, shuffle=shuffle,
+                   unit=unit, tokens_field=tokens_field)
