@@ -111,7 +111,7 @@ pub(super) fn read_pack(
         group_docs,
         pad_id,
     };
-    check_fields(ctx, &map, &opts, fields)?;
+    check_fields(ctx, top, &map, &opts, fields)?;
     Ok(Some(opts))
 }
 
@@ -119,6 +119,7 @@ pub(super) fn read_pack(
 /// an integer field holding a whole document per row.
 fn check_fields(
     ctx: &Ctx<'_>,
+    top: &MapView<'_>,
     map: &MapView<'_>,
     opts: &PackOptions,
     fields: &[Field],
@@ -135,10 +136,19 @@ fn check_fields(
             names.join(", ")
         )));
     };
+    // An error at `fields.<name>`, with its line.
+    let at_field = |name: &str, message: String| -> SpecError {
+        if let Some(fo) = top.get_some("fields")
+            && let Ok(m) = fo.item().any_map(ctx)
+            && let Some(o) = m.get_some(name)
+        {
+            return o.item().error(ctx, message);
+        }
+        ctx.error(&format!("fields.{name}"), None, message)
+    };
     if let Some(other) = fields.iter().find(|g| g.name != opts.field) {
-        return Err(ctx.error(
-            &format!("fields.{}", other.name),
-            None,
+        return Err(at_field(
+            &other.name,
             format!(
                 "a packed set stores windows of field {:?}, not rows, so it can have no other \
                  field (its records get {SEGMENT_IDS}, {POSITIONS} and {LOSS_MASK}); build \
@@ -147,7 +157,7 @@ fn check_fields(
             ),
         ));
     }
-    let at = |message: String| ctx.error(&format!("fields.{}", f.name), None, message);
+    let at = |message: String| at_field(&f.name, message);
     if f.dtype.is_float() {
         return Err(at(format!(
             "a packed field holds token ids: an integer dtype (u16, u32, i32, i64), not {}",
