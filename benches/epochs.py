@@ -23,7 +23,7 @@ shared machine one round can be off by a factor of two).
     python benches/epochs.py                 # 800k records, 5 epochs
     python benches/epochs.py --epochs 3 --json
 
-Needs the reader example (`cargo build --release -p tessera-reader --example
+Needs the reader example (`cargo build --release -p tessera-shards-reader --example
 epochs`, built here if missing) and the tessera package installed.
 """
 

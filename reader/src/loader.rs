@@ -1,15 +1,15 @@
 //! The prefetching batch iterator.
 //!
 //! Batch `k` of a rank's epoch is a pure function of `(seed, epoch, k)` and the
-//! configuration. With `threads = T`, batch `k` is built by worker `k mod T`
-//! (assigned ahead of time, not taken from a shared queue), each worker pushes
-//! its batches in increasing `k` into its own bounded queue, and the consumer
-//! pops queue `k mod T` for batch `k`. When that queue is empty, the consumer
-//! builds a batch that no worker has claimed yet (the one it needs, or the
-//! nearest one within the prefetch window, kept until its turn) instead of
-//! sleeping. The sequence of batches is therefore the same for any thread
-//! count and any prefetch depth; timing only changes who builds a batch and
-//! how long the consumer waits.
+//! configuration. With `threads = T >= 1`, batch `k` is built by thread
+//! `k mod T` (assigned ahead of time, not taken from a shared queue), each
+//! thread pushes its batches in increasing `k` into its own bounded queue,
+//! and the consumer pops queue `k mod T` for batch `k`, waiting when it is
+//! empty. The consumer builds nothing itself, so `T` threads never compete
+//! with a `T + 1`-th builder for the cores (with `T = 0` it builds every
+//! batch). The sequence of batches is therefore the same for any thread
+//! count and any prefetch depth; timing only changes how long the consumer
+//! waits.
 
 use crate::batch::{AlignedBuf, Batch, BufPool};
 use crate::cache::AccessPlan;
@@ -20,8 +20,7 @@ use crate::layout::RecordLayout;
 use crate::mixture::{MixScratch, Mixture};
 use crate::order::{Cursor, EpochOrder, LastBatch, Schedule, view_pieces};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
 /// How to cut a dataset into batches. `Default` gives a shuffled,
@@ -395,19 +394,14 @@ impl Loader {
         let pool = Arc::clone(&self.pool);
         let mut queues = Vec::with_capacity(threads);
         let mut handles = Vec::with_capacity(threads);
-        // Thread t builds its batches t, t + T, ... in order, claiming each
-        // first; the consumer may claim (and build) one that is not yet
-        // started instead of sleeping (see `Batches::next`).
-        let claims: Arc<Vec<AtomicU64>> =
-            Arc::new((0..threads as u64).map(AtomicU64::new).collect());
+        // Thread t builds its batches t, t + T, ... in order.
         for t in 0..threads {
             let (tx, rx) = sync_channel(prefetch);
             let job = Arc::clone(&job);
             let pool = Arc::clone(&pool);
-            let claims = Arc::clone(&claims);
             let spawned = std::thread::Builder::new()
                 .name(format!("tessera-prefetch-{t}"))
-                .spawn(move || produce(&job, &pool, &claims, t, total, tx));
+                .spawn(move || produce(&job, &pool, t as u64, threads as u64, total, tx));
             match spawned {
                 Ok(h) => {
                     queues.push(rx);
@@ -433,9 +427,6 @@ impl Loader {
             cursor,
             exhausted: false,
             scratch: Scratch::default(),
-            claims,
-            stash: Vec::new(),
-            window: (threads * (prefetch + 1)) as u64,
             error: None,
             failed: None,
             plan,
@@ -586,32 +577,23 @@ struct Scratch {
     mix: MixScratch,
 }
 
+/// Prefetch thread `t` of `step`: builds batches `t, t + step, ...` below
+/// `total`, in order, into its queue.
 fn produce(
     job: &Job,
     pool: &Arc<BufPool>,
-    claims: &[AtomicU64],
-    t: usize,
+    t: u64,
+    step: u64,
     total: u64,
     tx: SyncSender<Result<Batch>>,
 ) {
     let mut scratch = Scratch::default();
-    let step = claims.len() as u64;
-    let claim = &claims[t];
-    loop {
-        let j = claim.load(Ordering::Acquire);
-        if j >= total {
-            return;
-        }
-        // Lost to the consumer: it builds `j` itself; go on with the next.
-        if claim
-            .compare_exchange(j, j + step, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
-            continue;
-        }
+    let mut j = t;
+    while j < total {
         if tx.send(job.build(j, pool, &mut scratch)).is_err() {
             return; // the consumer went away
         }
+        j += step;
     }
 }
 
@@ -629,12 +611,6 @@ pub struct Batches {
     exhausted: bool,
     /// Buffers for batches built on the consumer's thread.
     scratch: Scratch,
-    /// Each prefetch thread's next unclaimed batch.
-    claims: Arc<Vec<AtomicU64>>,
-    /// Batches the consumer built ahead of their turn.
-    stash: Vec<(u64, Result<Batch>)>,
-    /// How far ahead of the batch it needs the consumer may build one.
-    window: u64,
     /// Why the iteration stopped early, if it did (for `error()`).
     error: Option<Error>,
     /// Set once a batch failed: its message.
@@ -718,63 +694,18 @@ impl Batches {
 }
 
 impl Batches {
-    /// Batch `j` from its thread's queue, from the stash, or built here.
+    /// Batch `j` from its thread's queue, waiting for it if need be.
     ///
-    /// Rather than sleep until the thread owning `j` delivers it (a
-    /// cross-core wake-up per batch, and a third thread competing for the
-    /// cores), the consumer builds a batch no thread has started: `j` itself
-    /// if its thread has not begun it, else the nearest unclaimed batch
-    /// within the prefetch window, kept until its turn. A batch's content
-    /// does not depend on who builds it, so the sequence is the same.
+    /// The consumer does not build batches while threads are running (it
+    /// once built one instead of waiting, which made `threads = T` run
+    /// `T + 1` builders, and two threads on two cores slower than one).
     fn take(&mut self, j: u64) -> Result<Batch> {
         let q = (j % self.queues.len() as u64) as usize;
-        loop {
-            if let Some(i) = self.stash.iter().position(|(k, _)| *k == j) {
-                return self.stash.swap_remove(i).1;
-            }
-            match self.queues[q].try_recv() {
-                Ok(b) => return b,
-                // A thread can only vanish by panicking, which is a bug
-                // here, not a property of the data; build the batch here.
-                Err(TryRecvError::Disconnected) => {
-                    return self.job.build(j, &self.pool, &mut self.scratch);
-                }
-                Err(TryRecvError::Empty) => {}
-            }
-            let Some(k) = self.steal(j) else { break };
-            let b = self.job.build(k, &self.pool, &mut self.scratch);
-            if k == j {
-                return b;
-            }
-            self.stash.push((k, b));
-        }
         match self.queues[q].recv() {
             Ok(b) => b,
+            // A thread can only vanish by panicking, which is a bug here,
+            // not a property of the data; build the batch here.
             Err(_) => self.job.build(j, &self.pool, &mut self.scratch),
-        }
-    }
-
-    /// Claims the nearest batch at or after `j`, within the window, that no
-    /// thread has started.
-    fn steal(&self, j: u64) -> Option<u64> {
-        let step = self.claims.len() as u64;
-        let limit = (j + self.window).min(self.total);
-        loop {
-            let (t, k) = self
-                .claims
-                .iter()
-                .enumerate()
-                .map(|(t, c)| (t, c.load(Ordering::Acquire)))
-                .min_by_key(|&(_, k)| k)?;
-            if k >= limit {
-                return None;
-            }
-            if self.claims[t]
-                .compare_exchange(k, k + step, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                return Some(k);
-            }
         }
     }
 }

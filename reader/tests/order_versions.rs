@@ -130,6 +130,42 @@ proptest! {
             prop_assert_eq!(i, reference.get((start + j as u64) % n));
         }
     }
+
+    /// Up to 2^28 records the reader looks the network's round functions up
+    /// in tables instead of computing them: the same values, position by
+    /// position and through whole batches (padded ones wrap past `n`).
+    #[test]
+    fn version_2_tabled_networks_follow_the_documented_formula(
+        n in (TABLE_MAX + 1)..=(1u64 << 28), seed: u64, epoch: u64, probe: u64,
+    ) {
+        let order = EpochOrder::shuffled(n, seed, epoch);
+        let reference = reference_v2::Network::new(n, seed, epoch);
+        let mut batch = Vec::new();
+        let start = probe % n;
+        order.extend_records(start..start + 1000, &mut batch);
+        for (j, &i) in batch.iter().enumerate() {
+            let p = (start + j as u64) % n;
+            prop_assert_eq!(i, reference.get(p), "position {}", p);
+            prop_assert_eq!(order.get(p), i);
+        }
+    }
+}
+
+/// Every width the tables cover, and the first ones computed again.
+#[test]
+fn version_2_networks_agree_with_the_formula_at_every_width() {
+    for bits in 17..=34u32 {
+        for n in [(1u64 << (bits - 1)) + 1, (1u64 << bits) - 3, 1u64 << bits] {
+            let order = EpochOrder::shuffled(n, bits.into(), 3);
+            let reference = reference_v2::Network::new(n, bits.into(), 3);
+            let mut batch = Vec::new();
+            order.extend_records(n - 300..n + 300, &mut batch);
+            for (j, &i) in batch.iter().enumerate() {
+                let p = (n - 300 + j as u64) % n;
+                assert_eq!(i, reference.get(p), "n = {n}, position {p}");
+            }
+        }
+    }
 }
 
 #[test]
