@@ -66,7 +66,7 @@ def target_dir() -> str:
 def rust_example() -> str:
     exe = os.path.join(target_dir(), "release", "examples", "epochs")
     if not os.path.exists(exe):
-        subprocess.run(["cargo", "build", "--release", "-q", "-p", "tessera-reader", "--example", "epochs"],
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "tessera-shards-reader", "--example", "epochs"],
                        cwd=ROOT, check=True)
     return exe
 
