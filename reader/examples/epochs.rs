@@ -44,7 +44,8 @@ struct Args {
     threads: usize,
     mix: Vec<String>,
     json: bool,
-    /// Run only the loader with this many threads (for profiling).
+    /// Run only the loader with this many threads (for profiling); with
+    /// `--sequential` the sequential loader, its consumer reading every byte.
     only: Option<usize>,
     sequential: bool,
     rounds: usize,
@@ -290,8 +291,13 @@ fn main() {
         })
         .collect();
     if let Some(threads) = a.only {
-        let l = Loader::new(&ds, config(a.batch, threads, 7)).unwrap_or_else(|e| panic!("{e}"));
-        let r = stream(&l, a.epochs, false);
+        // With --sequential: the sequential loader, reading every byte.
+        let cfg = LoaderConfig {
+            shuffle: !a.sequential,
+            ..config(a.batch, threads, 7)
+        };
+        let l = Loader::new(&ds, cfg).unwrap_or_else(|e| panic!("{e}"));
+        let r = stream(&l, a.epochs, a.sequential);
         println!(
             "loader_{threads}t {:.1} M samples/s, {:.1} CPU ns/sample",
             r.per_sec / 1e6,
