@@ -7,9 +7,11 @@
 //! and the consumer pops queue `k mod T` for batch `k`, waiting when it is
 //! empty. The consumer builds nothing itself, so `T` threads never compete
 //! with a `T + 1`-th builder for the cores (with `T = 0` it builds every
-//! batch). The sequence of batches is therefore the same for any thread
-//! count and any prefetch depth; timing only changes how long the consumer
-//! waits.
+//! batch); it only makes the batches that need no building, those borrowed
+//! from the memory map (zero-copy sequential batches inside one shard),
+//! which the threads skip. The sequence of batches is therefore the same for
+//! any thread count and any prefetch depth; timing only changes how long the
+//! consumer waits.
 
 use crate::batch::{AlignedBuf, Batch, BufPool};
 use crate::cache::AccessPlan;
@@ -456,6 +458,22 @@ impl Job {
         self.worker + j * self.num_workers
     }
 
+    /// True when this loader's `j`-th batch is borrowed from the memory map
+    /// (zero-copy, sequential, inside one shard): there is nothing to
+    /// build, so the consumer makes it itself and no thread hands it over.
+    fn borrows(&self, j: u64) -> bool {
+        let Source::Set(ds) = &self.source else {
+            return false;
+        };
+        if !self.zero_copy || !self.order.is_sequential() {
+            return false;
+        }
+        let positions = self
+            .schedule
+            .batch_positions(self.start, self.rank_batch(j));
+        positions.end <= self.order.len() && ds.records(positions).is_some()
+    }
+
     /// Builds this loader's `j`-th batch. Only a cached set can fail (a
     /// shard that cannot be fetched).
     fn build(&self, j: u64, pool: &Arc<BufPool>, scratch: &mut Scratch) -> Result<Batch> {
@@ -469,11 +487,7 @@ impl Job {
         };
         let stride = ds.stride();
         let n = self.order.len();
-        if self.zero_copy
-            && self.order.is_sequential()
-            && positions.end <= n
-            && ds.records(positions.clone()).is_some()
-        {
+        if self.borrows(j) {
             return Ok(Batch::mapped(
                 ds.clone(),
                 positions.start,
@@ -591,7 +605,8 @@ fn produce(
     let mut scratch = Scratch::default();
     let mut j = t;
     while j < total {
-        if tx.send(job.build(j, pool, &mut scratch)).is_err() {
+        // A borrowed batch is the consumer's to make (see `Batches::take`).
+        if !job.borrows(j) && tx.send(job.build(j, pool, &mut scratch)).is_err() {
             return; // the consumer went away
         }
         j += step;
@@ -695,12 +710,18 @@ impl Batches {
 }
 
 impl Batches {
-    /// Batch `j` from its thread's queue, waiting for it if need be.
+    /// Batch `j` from its thread's queue, waiting for it if need be, or
+    /// made here when it is borrowed from the map.
     ///
     /// The consumer does not build batches while threads are running (it
     /// once built one instead of waiting, which made `threads = T` run
     /// `T + 1` builders, and two threads on two cores slower than one).
     fn take(&mut self, j: u64) -> Result<Batch> {
+        // Borrowed from the map: nothing to build, and a hand-off would
+        // cost more than making it here (the threads skip these).
+        if self.job.borrows(j) {
+            return self.job.build(j, &self.pool, &mut self.scratch);
+        }
         let q = (j % self.queues.len() as u64) as usize;
         match self.queues[q].recv() {
             Some(b) => b,
