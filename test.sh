@@ -9,6 +9,7 @@
 #   ./test.sh                   everything
 #   FUZZ_SECONDS=0 ./test.sh    skip the fuzz run
 #   TESSERA_LINT=1 ./test.sh    also rustfmt --check and clippy -D warnings
+#   SPEED_GUARD=0 ./test.sh     skip the speed guard (scripts/speed_guard.py)
 set -euo pipefail
 cd "$(dirname "$0")"
 # Each step is announced with the seconds elapsed so far.
@@ -55,6 +56,16 @@ ls -l "$TESSERA_WHEEL"
 
 step "python package and tests"
 TESSERA_WHEEL="$TESSERA_WHEEL" scripts/test-python.sh
+
+# --- speed guard (issue 21) -------------------------------------------------
+# A few seconds: the loaders (Rust, Python, `tessera bench`) and a small build
+# as ratios against baselines measured in the same run; prints the figures
+# every time, fails only below half of a goal. SPEED_GUARD=0 skips it.
+if [[ "${SPEED_GUARD:-1}" != "0" ]]; then
+  step "speed guard (scripts/speed_guard.py)"
+  TESSERA_BIN="$CARGO_TARGET_DIR/release/tessera" "$TESSERA_VENV/bin/python" scripts/speed_guard.py
+fi
+# -----------------------------------------------------------------------------
 
 step "differential suite (tessera against DuckDB on the same files)"
 TESSERA_BIN="$CARGO_TARGET_DIR/release/tessera" PYTHON="$TESSERA_VENV/bin/python" \

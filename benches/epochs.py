@@ -23,7 +23,7 @@ shared machine one round can be off by a factor of two).
     python benches/epochs.py                 # 800k records, 5 epochs
     python benches/epochs.py --epochs 3 --json
 
-Needs the reader example (`cargo build --release -p tessera-reader --example
+Needs the reader example (`cargo build --release -p tessera-shards-reader --example
 epochs`, built here if missing) and the tessera package installed.
 """
 
@@ -66,7 +66,7 @@ def target_dir() -> str:
 def rust_example() -> str:
     exe = os.path.join(target_dir(), "release", "examples", "epochs")
     if not os.path.exists(exe):
-        subprocess.run(["cargo", "build", "--release", "-q", "-p", "tessera-reader", "--example", "epochs"],
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "tessera-shards-reader", "--example", "epochs"],
                        cwd=ROOT, check=True)
     return exe
 

@@ -10,6 +10,8 @@
 # Arguments are passed to criterion (a name filter, --measurement-time S,
 # --sample-size N, ...). The shard sets are written once and cached under
 # $CARGO_TARGET_DIR/tmp/tessera-bench (TESSERA_BENCH_DIR overrides).
+# The loader's consumer reads every byte of each batch (a batch borrowed from
+# the memory map costs nothing until read); the baselines write every byte.
 # Figures are criterion's median time per batch; the bars are those of the
 # reader issue: sequential >= 0.85 x memcpy, shuffled >= 0.70 x gather loop,
 # for the loader's 1 and 2 prefetch threads against the 1- and 2-thread

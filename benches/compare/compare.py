@@ -49,8 +49,9 @@ passes over the train split, including everything an epoch needs: for
 (a)/(b) the read, filter and transforms); samples/s sequential (an extra
 pass in order) and shuffled (rows / epoch-2 time); peak RSS of the
 training process and of the preparation; and each figure's ratio to (d).
-For (e) each pass is one `tessera bench` process (epoch k uses --seed k)
-and the times are the ones it reports, without process start-up.
+For (e) each pass is one `tessera bench --read` process (epoch k uses
+--seed k; the consumer reads every byte of each batch) and the times are the
+ones it reports, without process start-up.
 The Markdown table goes to benches/compare/RESULTS.md.
 """
 
@@ -89,7 +90,7 @@ METHODS = {
     "c0": ".npy per field, straightforward preprocessing (strings hashed row by row)",
     "c": ".npy per field + np.load(mmap)",
     "d": "tessera (Python loader)",
-    "e": "tessera (Rust reader, `tessera bench`)",
+    "e": "tessera (Rust reader, `tessera bench --read`)",
 }
 
 FNV_OFFSET = np.uint64(0xCBF29CE484222325)
@@ -512,6 +513,11 @@ def run_cli_bench(binary: str, artifact: str, bs: int, threads: int, shuffle: bo
     cmd = [binary, "bench", artifact, "--batch-size", str(bs), "--threads", str(threads), "--json"]
     if shuffle:
         cmd.append("--shuffle")
+    # The consumer reads every byte of each batch, as the other methods'
+    # arrays are read (a sequential batch is otherwise a view of the map
+    # that nothing reads).
+    if "--read" in helptext:
+        cmd.append("--read")
     if "--split" in helptext:
         cmd += ["--split", "train"]
     if re.search(r"--seed\b", helptext):

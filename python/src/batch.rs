@@ -24,6 +24,8 @@ pub struct Batch {
     rows: usize,
     stride: usize,
     index: u64,
+    /// False for a batch borrowed from the memory map (`copy=False`).
+    writeable: bool,
 }
 
 impl Batch {
@@ -38,8 +40,15 @@ impl Batch {
         let index = batch.index();
         debug_assert_eq!(stride, view.stride());
         // The pointer outlives the move into the Python object below: moving
-        // the batch moves the buffer's handle, not its heap allocation.
-        let data = batch.bytes_mut().as_mut_ptr();
+        // the batch moves the buffer's handle (or the map's), not the bytes.
+        // A batch borrowed from the map (a loader with copy=False) is shown
+        // read-only; any other batch owns its buffer and is writable.
+        let writeable = !batch.is_zero_copy();
+        let data = if writeable {
+            batch.bytes_mut().as_mut_ptr()
+        } else {
+            batch.bytes().as_ptr().cast_mut()
+        };
         let owner = Bound::new(
             py,
             Batch {
@@ -48,14 +57,19 @@ impl Batch {
                 rows,
                 stride,
                 index,
+                writeable,
             },
         )?;
-        // SAFETY: `data` is the start of the batch's buffer of `rows * stride`
-        // bytes, 8-byte aligned (tessera_reader::Batch guarantees it), owned
-        // by `owner` and freed or recycled only when `owner` is dropped, which
-        // the arrays prevent by holding it as their base. Rust never forms a
-        // reference to those bytes again, so NumPy's writes race with nothing.
-        unsafe { view.dict(owner.as_any(), data, Some(rows), true) }
+        // SAFETY: `data` is the start of the batch's `rows * stride` bytes,
+        // 8-byte aligned (tessera_reader::Batch guarantees it for a buffer;
+        // records in a map are aligned to the stride), owned by `owner` (its
+        // buffer, or the dataset that keeps the map) and freed, recycled or
+        // unmapped only when `owner` is dropped, which the arrays prevent by
+        // holding it as their base. A buffer is writable and Rust never forms
+        // a reference to it again, so NumPy's writes race with nothing; the
+        // map is read-only and its views are made non-writeable (NumPy
+        // refuses to make them writeable: their base exposes no buffer).
+        unsafe { view.dict(owner.as_any(), data, Some(rows), writeable) }
     }
 }
 
@@ -96,9 +110,10 @@ impl Batch {
             .map_err(|_| PyOverflowError::new_err("batch too large for NumPy"))?;
         let descr = numpy::dtype::<u8>(slf.py());
         // SAFETY: `address .. address + rows * stride` is this batch's own
-        // buffer, valid and unmoved for as long as the batch object lives
-        // (the array's base), writable, and never read or written by Rust
-        // after construction (see `into_dict`).
+        // buffer (writable, never read or written by Rust after
+        // construction) or its records in the map (read-only, and shown so),
+        // valid and unmoved for as long as the batch object lives (the
+        // array's base); see `into_dict`.
         unsafe {
             strided_array(
                 slf.as_any(),
@@ -106,7 +121,7 @@ impl Batch {
                 this.address as *mut u8,
                 &mut [len],
                 &mut [1],
-                true,
+                this.writeable,
             )
         }
     }

@@ -344,10 +344,14 @@ impl Dataset {
     /// shards and then the records inside each window of ``w`` shards, so an
     /// epoch needs one window of shards at a time: for sets read from an
     /// object store through a cache smaller than the set.
+    /// ``copy=False`` hands out a sequential batch that lies inside one
+    /// shard as read-only views of the memory map, with no copy at all
+    /// (other batches are copied as usual, and also read-only); the
+    /// default gives every batch writable arrays over a buffer of its own.
     #[pyo3(signature = (
         batch_size, shuffle = true, seed = 0, rank = 0, world_size = 1, drop_last = true,
         threads = 2, prefetch = 2, *, last_batch = None, worker = 0, num_workers = 1,
-        shuffle_window = 0
+        shuffle_window = 0, copy = true
     ))]
     #[allow(clippy::too_many_arguments)]
     fn loader(
@@ -364,6 +368,7 @@ impl Dataset {
         worker: i64,
         num_workers: i64,
         shuffle_window: i64,
+        copy: bool,
     ) -> PyResult<Loader> {
         slf.get().warn_if_splits_mixed(slf.py())?;
         let args = LoaderArgs {
@@ -379,6 +384,7 @@ impl Dataset {
             last_batch,
             worker,
             num_workers,
+            copy,
         };
         Loader::new(slf, args)
     }

@@ -50,6 +50,9 @@ pub(crate) struct LoaderArgs<'a> {
     pub(crate) worker: i64,
     pub(crate) num_workers: i64,
     pub(crate) shuffle_window: i64,
+    /// False: a sequential batch inside one shard is handed out as
+    /// read-only views of the memory map (no copy).
+    pub(crate) copy: bool,
 }
 
 impl LoaderArgs<'_> {
@@ -84,8 +87,10 @@ impl LoaderArgs<'_> {
             prefetch: at_least("prefetch", self.prefetch, 1)? as usize,
             worker,
             num_workers,
-            // NumPy gets writable views of a batch buffer of its own.
-            zero_copy: false,
+            // NumPy gets writable views of a batch buffer of its own, or
+            // with copy=False read-only views of the map where a batch lies
+            // in one shard (see `Batch::into_dict`).
+            zero_copy: !self.copy,
             shuffle_window: at_least("shuffle_window", self.shuffle_window, 0)?,
         })
     }
@@ -664,6 +669,13 @@ impl Loader {
     #[getter]
     fn last_batch(&self) -> &'static str {
         last_batch_name(self.cfg().last_batch)
+    }
+
+    /// False when sequential batches inside one shard are read-only views
+    /// of the memory map (``copy=False``).
+    #[getter]
+    fn copy(&self) -> bool {
+        !self.cfg().zero_copy
     }
 
     /// Prefetch threads.

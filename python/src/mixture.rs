@@ -137,6 +137,7 @@ impl Mixture {
             worker,
             num_workers,
             shuffle_window: 0,
+            copy: true,
         };
         Loader::new_mixed(slf, args)
     }

@@ -144,6 +144,7 @@ class Dataset:
         worker: int = 0,
         num_workers: int = 1,
         shuffle_window: int = 0,
+        copy: bool = True,
     ) -> Loader: ...
     def transform(
         self, rows: Any, filter: bool = False, fields: Optional[Sequence[str]] = None
@@ -181,6 +182,8 @@ class Loader:
     def last_batch(self) -> str: ...
     @property
     def threads(self) -> int: ...
+    @property
+    def copy(self) -> bool: ...
     @property
     def prefetch(self) -> int: ...
     @property

@@ -60,6 +60,36 @@ def test_sequential_epoch_is_storage_order(small_set: str, small_columns: dict) 
     assert len(ds.loader(64, shuffle=False, drop_last=False)) == 16
 
 
+def test_copy_false_hands_out_read_only_views_of_the_map(small_set: str, small_columns: dict) -> None:
+    ds = tessera.open(small_set)
+    # About 50 records per shard: batches of 10 lie in one shard except
+    # where a shard ends inside one (then they are copied, and read-only too).
+    for threads in (0, 2):
+        loader = ds.loader(10, shuffle=False, drop_last=False, threads=threads, copy=False)
+        assert loader.copy is False and ds.loader(10).copy is True
+        batches = list(loader)
+        for name, col in small_columns.items():
+            got = np.concatenate([b[name] for b in batches])
+            assert got.tobytes() == col.tobytes(), name
+        for b in batches:
+            owner = b["id"].base
+            for arr in b.values():
+                assert arr.base is owner and not arr.flags.writeable
+                with pytest.raises(ValueError):
+                    arr.setflags(write=True)
+            assert not owner.buffer().flags.writeable
+        # Most batches lie in one shard: their records are the map's, at the
+        # same address as a record read through the dataset (no copy).
+        first = batches[0]["id"].base.address
+        with pytest.raises(ValueError):
+            batches[0]["id"][0] = 7
+        assert first == ds[0]["id"].__array_interface__["data"][0] - dict(
+            (f.name, f.offset) for f in ds.fields)["id"]
+    # Shuffled batches are gathered copies either way, and the same batches.
+    shuffled = ids_of(ds.loader(64, shuffle=True, seed=4, copy=False))
+    assert np.array_equal(shuffled, ids_of(ds.loader(64, shuffle=True, seed=4)))
+
+
 def test_shuffled_epoch_is_a_permutation(small_set: str, small_columns: dict) -> None:
     ds = tessera.open(small_set)
     batches = list(ds.loader(64, seed=11, drop_last=False))

@@ -2,8 +2,8 @@
 //! one run (`benches/epochs.py` drives it together with the other paths).
 //!
 //! ```text
-//! cargo run --release -p tessera-reader --example epochs -- SET [--epochs 5] [--batch 4096]
-//!     [--threads 2] [--mix A,B,C] [--json]
+//! cargo run --release -p tessera-shards-reader --example epochs -- SET [--epochs 5] [--batch 4096]
+//!     [--threads 2] [--mix A,B,C] [--sequential] [--rounds 1] [--json]
 //! ```
 //!
 //! Every figure covers whole shuffled epochs, epoch start included:
@@ -15,10 +15,21 @@
 //!   consumer dropping each batch (`_read`: summing every 8-byte word of it);
 //! - `order_v1_ns`, `order_v2_ns`: nanoseconds per position to compute a
 //!   whole epoch's shuffled order, batch by batch, under order versions 1
-//!   and 2 (the cost of the permutation alone);
+//!   and 2 (the cost of the permutation alone; the fastest epoch);
 //! - with `--mix A,B,C`: `mixture_2t` reads a mixture of the three sets
 //!   (weights proportional to their sizes) and `single_2t` one set of the
-//!   same total size (`SET`).
+//!   same total size (`SET`);
+//! - with `--sequential`: `memcpy_{1,2}t`, a plain loop copying contiguous
+//!   batches out of the maps into a buffer (the sequential baseline), and
+//!   `seq_loader_{0,1,2}t_read`, the sequential loader with a consumer that
+//!   sums every 8-byte word of each batch (a batch inside one shard is
+//!   borrowed from the map, so reading it is what reaches its bytes).
+//!
+//! With `--rounds R` every figure is measured R times, the rounds one after
+//! the other, and the median is printed, with the median over rounds of the
+//! ratio to the round's own baseline (`gather_2t`, or `memcpy_2t` for the
+//! sequential rows): on a shared machine one round can be off by a factor
+//! of two, and a ratio within a round is steadier than either figure.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -33,8 +44,11 @@ struct Args {
     threads: usize,
     mix: Vec<String>,
     json: bool,
-    /// Run only the loader with this many threads (for profiling).
+    /// Run only the loader with this many threads (for profiling); with
+    /// `--sequential` the sequential loader, its consumer reading every byte.
     only: Option<usize>,
+    sequential: bool,
+    rounds: usize,
 }
 
 fn args() -> Result<Args, String> {
@@ -47,6 +61,8 @@ fn args() -> Result<Args, String> {
         mix: Vec::new(),
         json: false,
         only: None,
+        sequential: false,
+        rounds: 1,
     };
     while let Some(x) = it.next() {
         let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -56,6 +72,13 @@ fn args() -> Result<Args, String> {
             "--threads" => a.threads = value("--threads")?.parse().map_err(|e| format!("{e}"))?,
             "--mix" => a.mix = value("--mix")?.split(',').map(String::from).collect(),
             "--json" => a.json = true,
+            "--sequential" => a.sequential = true,
+            "--rounds" => {
+                a.rounds = value("--rounds")?
+                    .parse::<usize>()
+                    .map_err(|e| format!("{e}"))?
+                    .max(1)
+            }
             "--only-loader" => {
                 a.only = Some(
                     value("--only-loader")?
@@ -137,6 +160,52 @@ fn gather(ds: &Dataset, idx: &[u64], batch: usize, threads: usize, epochs: u64) 
     Rate::since(n as u64 * epochs, t, cpu)
 }
 
+/// The sequential baseline: contiguous batches copied out of the maps.
+fn memcpy(ds: &Dataset, batch: usize, threads: usize, epochs: u64) -> Rate {
+    let stride = ds.stride();
+    let n = ds.len() as usize;
+    let batches = n.div_ceil(batch);
+    // Each batch as its runs inside shards, found before timing.
+    let runs: Vec<Vec<&[u8]>> = (0..batches)
+        .map(|k| {
+            let (mut at, end) = (k * batch, ((k + 1) * batch).min(n));
+            let mut v = Vec::new();
+            while at < end {
+                let mut len = end - at;
+                while ds.records(at as u64..(at + len) as u64).is_none() {
+                    len -= 1;
+                }
+                v.push(ds.records(at as u64..(at + len) as u64).unwrap_or(&[]));
+                at += len;
+            }
+            v
+        })
+        .collect();
+    let runs = &runs;
+    let t = Instant::now();
+    let cpu = cpu_seconds();
+    std::thread::scope(|s| {
+        for th in 0..threads {
+            s.spawn(move || {
+                let mut buf = vec![0u8; batch * stride];
+                for _ in 0..epochs {
+                    let mut k = th;
+                    while k < batches {
+                        let mut filled = 0;
+                        for r in &runs[k] {
+                            buf[filled..filled + r.len()].copy_from_slice(r);
+                            filled += r.len();
+                        }
+                        black_box(&buf);
+                        k += threads;
+                    }
+                }
+            });
+        }
+    });
+    Rate::since(n as u64 * epochs, t, cpu)
+}
+
 /// Samples per second of wall time, and CPU nanoseconds per sample.
 #[derive(Clone, Copy)]
 struct Rate {
@@ -160,6 +229,15 @@ fn config(batch: u64, threads: usize, seed: u64) -> LoaderConfig {
         threads,
         last_batch: LastBatch::Partial,
         ..Default::default()
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
 }
 
@@ -212,10 +290,14 @@ fn main() {
             x % ds.len()
         })
         .collect();
-    let batch = a.batch as usize;
     if let Some(threads) = a.only {
-        let l = Loader::new(&ds, config(a.batch, threads, 7)).unwrap_or_else(|e| panic!("{e}"));
-        let r = stream(&l, a.epochs, false);
+        // With --sequential: the sequential loader, reading every byte.
+        let cfg = LoaderConfig {
+            shuffle: !a.sequential,
+            ..config(a.batch, threads, 7)
+        };
+        let l = Loader::new(&ds, cfg).unwrap_or_else(|e| panic!("{e}"));
+        let r = stream(&l, a.epochs, a.sequential);
         println!(
             "loader_{threads}t {:.1} M samples/s, {:.1} CPU ns/sample",
             r.per_sec / 1e6,
@@ -223,6 +305,87 @@ fn main() {
         );
         return;
     }
+    let mut rounds: Vec<Round> = Vec::new();
+    for _ in 0..a.rounds {
+        rounds.push(round(&a, &ds, &idx));
+    }
+    // Per figure: the median over rounds of its rate, CPU time, and ratio
+    // to the baseline of its own round.
+    let baseline_of = |name: &str| {
+        if name.starts_with("memcpy") || name.starts_with("seq_") {
+            "memcpy_2t"
+        } else {
+            "gather_2t"
+        }
+    };
+    let names: Vec<String> = rounds[0].1.iter().map(|(n, _)| n.clone()).collect();
+    let results: Vec<(String, Rate, f64)> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let base = baseline_of(n);
+            let bi = names.iter().position(|m| m == base).unwrap_or(i);
+            let rate = Rate {
+                per_sec: median(rounds.iter().map(|r| r.1[i].1.per_sec).collect()),
+                cpu_ns: median(rounds.iter().map(|r| r.1[i].1.cpu_ns).collect()),
+            };
+            let ratio = median(
+                rounds
+                    .iter()
+                    .map(|r| r.1[i].1.per_sec / r.1[bi].1.per_sec)
+                    .collect(),
+            );
+            (n.clone(), rate, ratio)
+        })
+        .collect();
+    let orders: Vec<(String, f64)> = rounds[0]
+        .0
+        .iter()
+        .enumerate()
+        .map(|(i, (n, _))| (n.clone(), median(rounds.iter().map(|r| r.0[i].1).collect())))
+        .collect();
+    if a.json {
+        let mut items: Vec<String> = results
+            .iter()
+            .map(|(n, r, x)| {
+                format!(
+                    "{{\"name\": \"{n}\", \"samples_per_sec\": {:.0}, \"cpu_ns_per_sample\": {:.2}, \
+                     \"baseline\": \"{}\", \"ratio\": {x:.4}}}",
+                    r.per_sec,
+                    r.cpu_ns,
+                    baseline_of(n)
+                )
+            })
+            .collect();
+        items.extend(
+            orders
+                .iter()
+                .map(|(n, ns)| format!("{{\"name\": \"{n}\", \"ns_per_position\": {ns:.2}}}")),
+        );
+        println!("[{}]", items.join(", "));
+    } else {
+        for (n, ns) in &orders {
+            println!("{n:>18}  {ns:8.2} ns per position");
+        }
+        for (n, r, x) in &results {
+            println!(
+                "{n:>22}  {:8.1} M samples/s  {x:5.2} x {:<9}  {:6.1} CPU ns/sample",
+                r.per_sec / 1e6,
+                baseline_of(n),
+                r.cpu_ns
+            );
+        }
+    }
+}
+
+/// One round of every figure: (ns per position of each order version,
+/// rates of each path).
+type Round = (Vec<(String, f64)>, Vec<(String, Rate)>);
+
+/// One round of every figure (see [`Round`]).
+fn round(a: &Args, ds: &Dataset, idx: &[u64]) -> Round {
+    let ds = ds.clone();
+    let batch = a.batch as usize;
     let mut orders: Vec<(String, f64)> = Vec::new();
     for (name, v) in [
         ("order_v1", OrderVersion::V1),
@@ -230,8 +393,10 @@ fn main() {
     ] {
         let mut out = Vec::with_capacity(batch);
         let mut sum = 0u64;
-        let t = Instant::now();
+        // The fastest epoch: the least disturbed by other work.
+        let mut best = f64::INFINITY;
         for e in 0..a.epochs {
+            let t = Instant::now();
             let o = EpochOrder::shuffled_as(v, ds.len(), 7, e);
             let mut p = 0;
             while p < ds.len() {
@@ -240,14 +405,14 @@ fn main() {
                 sum = sum.wrapping_add(out[0]);
                 p += a.batch;
             }
+            best = best.min(t.elapsed().as_nanos() as f64 / ds.len() as f64);
         }
         black_box(sum);
-        let ns = t.elapsed().as_nanos() as f64 / (ds.len() * a.epochs) as f64;
-        orders.push((name.into(), ns));
+        orders.push((name.into(), best));
     }
     let mut results: Vec<(String, Rate)> = vec![
-        ("gather_1t".into(), gather(&ds, &idx, batch, 1, a.epochs)),
-        ("gather_2t".into(), gather(&ds, &idx, batch, 2, a.epochs)),
+        ("gather_1t".into(), gather(&ds, idx, batch, 1, a.epochs)),
+        ("gather_2t".into(), gather(&ds, idx, batch, 2, a.epochs)),
     ];
     for threads in [0usize, 1, a.threads] {
         let l = Loader::new(&ds, config(a.batch, threads, 7)).unwrap_or_else(|e| panic!("{e}"));
@@ -286,37 +451,20 @@ fn main() {
         results.push(("single_2t".into(), mean(&single)));
         results.push(("mixture_2t".into(), mean(&mixed)));
     }
-    let base = results
-        .iter()
-        .find(|(n, _)| n == "gather_2t")
-        .map_or(1.0, |r| r.1.per_sec);
-    if a.json {
-        let mut items: Vec<String> = results
-            .iter()
-            .map(|(n, r)| {
-                format!(
-                    "{{\"name\": \"{n}\", \"samples_per_sec\": {:.0}, \"cpu_ns_per_sample\": {:.2}}}",
-                    r.per_sec, r.cpu_ns
-                )
-            })
-            .collect();
-        items.extend(
-            orders
-                .iter()
-                .map(|(n, ns)| format!("{{\"name\": \"{n}\", \"ns_per_position\": {ns:.2}}}")),
-        );
-        println!("[{}]", items.join(", "));
-    } else {
-        for (n, ns) in &orders {
-            println!("{n:>18}  {ns:8.2} ns per position");
-        }
-        for (n, r) in &results {
-            println!(
-                "{n:>18}  {:8.1} M samples/s  {:5.2} x gather_2t  {:6.1} CPU ns/sample",
-                r.per_sec / 1e6,
-                r.per_sec / base,
-                r.cpu_ns
-            );
+    if a.sequential {
+        results.push(("memcpy_1t".into(), memcpy(&ds, batch, 1, a.epochs)));
+        results.push(("memcpy_2t".into(), memcpy(&ds, batch, 2, a.epochs)));
+        for threads in [0usize, 1, a.threads] {
+            let cfg = LoaderConfig {
+                shuffle: false,
+                ..config(a.batch, threads, 7)
+            };
+            let l = Loader::new(&ds, cfg).unwrap_or_else(|e| panic!("{e}"));
+            results.push((
+                format!("seq_loader_{threads}t_read"),
+                stream(&l, a.epochs, true),
+            ));
         }
     }
+    (orders, results)
 }

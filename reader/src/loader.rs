@@ -1,15 +1,17 @@
 //! The prefetching batch iterator.
 //!
 //! Batch `k` of a rank's epoch is a pure function of `(seed, epoch, k)` and the
-//! configuration. With `threads = T`, batch `k` is built by worker `k mod T`
-//! (assigned ahead of time, not taken from a shared queue), each worker pushes
-//! its batches in increasing `k` into its own bounded queue, and the consumer
-//! pops queue `k mod T` for batch `k`. When that queue is empty, the consumer
-//! builds a batch that no worker has claimed yet (the one it needs, or the
-//! nearest one within the prefetch window, kept until its turn) instead of
-//! sleeping. The sequence of batches is therefore the same for any thread
-//! count and any prefetch depth; timing only changes who builds a batch and
-//! how long the consumer waits.
+//! configuration. With `threads = T >= 1`, batch `k` is built by thread
+//! `k mod T` (assigned ahead of time, not taken from a shared queue), each
+//! thread pushes its batches in increasing `k` into its own bounded queue,
+//! and the consumer pops queue `k mod T` for batch `k`, waiting when it is
+//! empty. The consumer builds nothing itself, so `T` threads never compete
+//! with a `T + 1`-th builder for the cores (with `T = 0` it builds every
+//! batch); it only makes the batches that need no building, those borrowed
+//! from the memory map (zero-copy sequential batches inside one shard),
+//! which the threads skip. The sequence of batches is therefore the same for
+//! any thread count and any prefetch depth; timing only changes how long the
+//! consumer waits.
 
 use crate::batch::{AlignedBuf, Batch, BufPool};
 use crate::cache::AccessPlan;
@@ -19,9 +21,9 @@ use crate::error::{Error, Result};
 use crate::layout::RecordLayout;
 use crate::mixture::{MixScratch, Mixture};
 use crate::order::{Cursor, EpochOrder, LastBatch, Schedule, view_pieces};
+use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
 /// How to cut a dataset into batches. `Default` gives a shuffled,
@@ -395,19 +397,14 @@ impl Loader {
         let pool = Arc::clone(&self.pool);
         let mut queues = Vec::with_capacity(threads);
         let mut handles = Vec::with_capacity(threads);
-        // Thread t builds its batches t, t + T, ... in order, claiming each
-        // first; the consumer may claim (and build) one that is not yet
-        // started instead of sleeping (see `Batches::next`).
-        let claims: Arc<Vec<AtomicU64>> =
-            Arc::new((0..threads as u64).map(AtomicU64::new).collect());
+        // Thread t builds its batches t, t + T, ... in order.
         for t in 0..threads {
-            let (tx, rx) = sync_channel(prefetch);
+            let (tx, rx) = handoff(prefetch);
             let job = Arc::clone(&job);
             let pool = Arc::clone(&pool);
-            let claims = Arc::clone(&claims);
             let spawned = std::thread::Builder::new()
                 .name(format!("tessera-prefetch-{t}"))
-                .spawn(move || produce(&job, &pool, &claims, t, total, tx));
+                .spawn(move || produce(&job, &pool, t as u64, threads as u64, total, tx));
             match spawned {
                 Ok(h) => {
                     queues.push(rx);
@@ -433,9 +430,6 @@ impl Loader {
             cursor,
             exhausted: false,
             scratch: Scratch::default(),
-            claims,
-            stash: Vec::new(),
-            window: (threads * (prefetch + 1)) as u64,
             error: None,
             failed: None,
             plan,
@@ -464,6 +458,22 @@ impl Job {
         self.worker + j * self.num_workers
     }
 
+    /// True when this loader's `j`-th batch is borrowed from the memory map
+    /// (zero-copy, sequential, inside one shard): there is nothing to
+    /// build, so the consumer makes it itself and no thread hands it over.
+    fn borrows(&self, j: u64) -> bool {
+        let Source::Set(ds) = &self.source else {
+            return false;
+        };
+        if !self.zero_copy || !self.order.is_sequential() {
+            return false;
+        }
+        let positions = self
+            .schedule
+            .batch_positions(self.start, self.rank_batch(j));
+        positions.end <= self.order.len() && ds.records(positions).is_some()
+    }
+
     /// Builds this loader's `j`-th batch. Only a cached set can fail (a
     /// shard that cannot be fetched).
     fn build(&self, j: u64, pool: &Arc<BufPool>, scratch: &mut Scratch) -> Result<Batch> {
@@ -477,11 +487,7 @@ impl Job {
         };
         let stride = ds.stride();
         let n = self.order.len();
-        if self.zero_copy
-            && self.order.is_sequential()
-            && positions.end <= n
-            && ds.records(positions.clone()).is_some()
-        {
+        if self.borrows(j) {
             return Ok(Batch::mapped(
                 ds.clone(),
                 positions.start,
@@ -586,32 +592,24 @@ struct Scratch {
     mix: MixScratch,
 }
 
+/// Prefetch thread `t` of `step`: builds batches `t, t + step, ...` below
+/// `total`, in order, into its queue.
 fn produce(
     job: &Job,
     pool: &Arc<BufPool>,
-    claims: &[AtomicU64],
-    t: usize,
+    t: u64,
+    step: u64,
     total: u64,
-    tx: SyncSender<Result<Batch>>,
+    tx: Sender<Result<Batch>>,
 ) {
     let mut scratch = Scratch::default();
-    let step = claims.len() as u64;
-    let claim = &claims[t];
-    loop {
-        let j = claim.load(Ordering::Acquire);
-        if j >= total {
-            return;
-        }
-        // Lost to the consumer: it builds `j` itself; go on with the next.
-        if claim
-            .compare_exchange(j, j + step, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
-            continue;
-        }
-        if tx.send(job.build(j, pool, &mut scratch)).is_err() {
+    let mut j = t;
+    while j < total {
+        // A borrowed batch is the consumer's to make (see `Batches::take`).
+        if !job.borrows(j) && tx.send(job.build(j, pool, &mut scratch)).is_err() {
             return; // the consumer went away
         }
+        j += step;
     }
 }
 
@@ -629,12 +627,6 @@ pub struct Batches {
     exhausted: bool,
     /// Buffers for batches built on the consumer's thread.
     scratch: Scratch,
-    /// Each prefetch thread's next unclaimed batch.
-    claims: Arc<Vec<AtomicU64>>,
-    /// Batches the consumer built ahead of their turn.
-    stash: Vec<(u64, Result<Batch>)>,
-    /// How far ahead of the batch it needs the consumer may build one.
-    window: u64,
     /// Why the iteration stopped early, if it did (for `error()`).
     error: Option<Error>,
     /// Set once a batch failed: its message.
@@ -718,63 +710,24 @@ impl Batches {
 }
 
 impl Batches {
-    /// Batch `j` from its thread's queue, from the stash, or built here.
+    /// Batch `j` from its thread's queue, waiting for it if need be, or
+    /// made here when it is borrowed from the map.
     ///
-    /// Rather than sleep until the thread owning `j` delivers it (a
-    /// cross-core wake-up per batch, and a third thread competing for the
-    /// cores), the consumer builds a batch no thread has started: `j` itself
-    /// if its thread has not begun it, else the nearest unclaimed batch
-    /// within the prefetch window, kept until its turn. A batch's content
-    /// does not depend on who builds it, so the sequence is the same.
+    /// The consumer does not build batches while threads are running (it
+    /// once built one instead of waiting, which made `threads = T` run
+    /// `T + 1` builders, and two threads on two cores slower than one).
     fn take(&mut self, j: u64) -> Result<Batch> {
+        // Borrowed from the map: nothing to build, and a hand-off would
+        // cost more than making it here (the threads skip these).
+        if self.job.borrows(j) {
+            return self.job.build(j, &self.pool, &mut self.scratch);
+        }
         let q = (j % self.queues.len() as u64) as usize;
-        loop {
-            if let Some(i) = self.stash.iter().position(|(k, _)| *k == j) {
-                return self.stash.swap_remove(i).1;
-            }
-            match self.queues[q].try_recv() {
-                Ok(b) => return b,
-                // A thread can only vanish by panicking, which is a bug
-                // here, not a property of the data; build the batch here.
-                Err(TryRecvError::Disconnected) => {
-                    return self.job.build(j, &self.pool, &mut self.scratch);
-                }
-                Err(TryRecvError::Empty) => {}
-            }
-            let Some(k) = self.steal(j) else { break };
-            let b = self.job.build(k, &self.pool, &mut self.scratch);
-            if k == j {
-                return b;
-            }
-            self.stash.push((k, b));
-        }
         match self.queues[q].recv() {
-            Ok(b) => b,
-            Err(_) => self.job.build(j, &self.pool, &mut self.scratch),
-        }
-    }
-
-    /// Claims the nearest batch at or after `j`, within the window, that no
-    /// thread has started.
-    fn steal(&self, j: u64) -> Option<u64> {
-        let step = self.claims.len() as u64;
-        let limit = (j + self.window).min(self.total);
-        loop {
-            let (t, k) = self
-                .claims
-                .iter()
-                .enumerate()
-                .map(|(t, c)| (t, c.load(Ordering::Acquire)))
-                .min_by_key(|&(_, k)| k)?;
-            if k >= limit {
-                return None;
-            }
-            if self.claims[t]
-                .compare_exchange(k, k + step, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                return Some(k);
-            }
+            Some(b) => b,
+            // A thread can only vanish by panicking, which is a bug here,
+            // not a property of the data; build the batch here.
+            None => self.job.build(j, &self.pool, &mut self.scratch),
         }
     }
 }
@@ -813,6 +766,134 @@ impl Drop for Batches {
         }
         // Then the cache's fetch-ahead threads.
         self.plan.take();
+    }
+}
+
+/// The queue between one prefetch thread and the consumer: bounded, and
+/// sparing with wake-ups. A side that sleeps is woken only when it has
+/// something to do (the consumer: a batch arrived; the thread: the queue
+/// drained to `low` batches), never on every push and pop, because a
+/// cross-core wake-up costs about as much as copying a small batch (in a
+/// virtual machine, more): waking the thread on each pop from a full queue
+/// cost a sequential epoch a third of its time.
+struct Handoff<T> {
+    state: Mutex<HandoffState<T>>,
+    /// The consumer waits here for a batch.
+    ready: Condvar,
+    /// The thread waits here for room.
+    room: Condvar,
+    cap: usize,
+    low: usize,
+}
+
+struct HandoffState<T> {
+    items: VecDeque<T>,
+    consumer_waiting: bool,
+    producer_waiting: bool,
+    /// The thread has ended (done, or panicked).
+    producer_gone: bool,
+    /// The consumer has dropped its end.
+    consumer_gone: bool,
+}
+
+/// A queue of at most `cap` (>= 1) items, as its two ends.
+fn handoff<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
+    let cap = cap.max(1);
+    let h = Arc::new(Handoff {
+        state: Mutex::new(HandoffState {
+            items: VecDeque::with_capacity(cap),
+            consumer_waiting: false,
+            producer_waiting: false,
+            producer_gone: false,
+            consumer_gone: false,
+        }),
+        ready: Condvar::new(),
+        room: Condvar::new(),
+        cap,
+        // A full queue of 2 is refilled once empty, one of 8 at 3 left.
+        low: (cap - 1) / 2,
+    });
+    (Sender(Arc::clone(&h)), Receiver(h))
+}
+
+impl<T> Handoff<T> {
+    fn lock(&self) -> MutexGuard<'_, HandoffState<T>> {
+        // The state stays consistent across a panic (each update is one
+        // field), so a poisoned lock is still good to use.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The prefetch thread's end. Dropping it (also by a panic) tells the
+/// consumer that no more batches come.
+struct Sender<T>(Arc<Handoff<T>>);
+
+impl<T> Sender<T> {
+    /// Queues `item`, waiting for room; `Err` once the consumer is gone.
+    fn send(&self, item: T) -> std::result::Result<(), T> {
+        let h = &self.0;
+        let mut s = h.lock();
+        while s.items.len() >= h.cap && !s.consumer_gone {
+            s.producer_waiting = true;
+            s = h.room.wait(s).unwrap_or_else(PoisonError::into_inner);
+        }
+        if s.consumer_gone {
+            return Err(item);
+        }
+        s.items.push_back(item);
+        if std::mem::take(&mut s.consumer_waiting) {
+            h.ready.notify_one();
+        }
+        Ok(())
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        let h = &self.0;
+        let mut s = h.lock();
+        s.producer_gone = true;
+        if std::mem::take(&mut s.consumer_waiting) {
+            h.ready.notify_one();
+        }
+    }
+}
+
+/// The consumer's end. Dropping it makes the thread's `send` fail.
+struct Receiver<T>(Arc<Handoff<T>>);
+
+impl<T> Receiver<T> {
+    /// The next item, waiting for it; `None` once the thread has ended
+    /// and the queue is empty.
+    fn recv(&self) -> Option<T> {
+        let h = &self.0;
+        let mut s = h.lock();
+        loop {
+            if let Some(item) = s.items.pop_front() {
+                if s.items.len() <= h.low && std::mem::take(&mut s.producer_waiting) {
+                    h.room.notify_one();
+                }
+                return Some(item);
+            }
+            if s.producer_gone {
+                return None;
+            }
+            s.consumer_waiting = true;
+            s = h.ready.wait(s).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        let h = &self.0;
+        let mut s = h.lock();
+        s.consumer_gone = true;
+        // The batches still queued go back to the pool now.
+        s.items.clear();
+        if std::mem::take(&mut s.producer_waiting) {
+            h.room.notify_one();
+        }
     }
 }
 

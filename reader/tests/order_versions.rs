@@ -130,6 +130,42 @@ proptest! {
             prop_assert_eq!(i, reference.get((start + j as u64) % n));
         }
     }
+
+    /// Up to 2^28 records the reader looks the network's round functions up
+    /// in tables instead of computing them: the same values, position by
+    /// position and through whole batches (padded ones wrap past `n`).
+    #[test]
+    fn version_2_tabled_networks_follow_the_documented_formula(
+        n in (TABLE_MAX + 1)..=(1u64 << 28), seed: u64, epoch: u64, probe: u64,
+    ) {
+        let order = EpochOrder::shuffled(n, seed, epoch);
+        let reference = reference_v2::Network::new(n, seed, epoch);
+        let mut batch = Vec::new();
+        let start = probe % n;
+        order.extend_records(start..start + 1000, &mut batch);
+        for (j, &i) in batch.iter().enumerate() {
+            let p = (start + j as u64) % n;
+            prop_assert_eq!(i, reference.get(p), "position {}", p);
+            prop_assert_eq!(order.get(p), i);
+        }
+    }
+}
+
+/// Every width the tables cover, and the first ones computed again.
+#[test]
+fn version_2_networks_agree_with_the_formula_at_every_width() {
+    for bits in 17..=34u32 {
+        for n in [(1u64 << (bits - 1)) + 1, (1u64 << bits) - 3, 1u64 << bits] {
+            let order = EpochOrder::shuffled(n, bits.into(), 3);
+            let reference = reference_v2::Network::new(n, bits.into(), 3);
+            let mut batch = Vec::new();
+            order.extend_records(n - 300..n + 300, &mut batch);
+            for (j, &i) in batch.iter().enumerate() {
+                let p = (n - 300 + j as u64) % n;
+                assert_eq!(i, reference.get(p), "n = {n}, position {p}");
+            }
+        }
+    }
 }
 
 #[test]
@@ -243,4 +279,49 @@ fn an_unknown_order_version_is_refused_naming_the_key() {
     let err = Dataset::open(dir.path()).unwrap_err().to_string();
     assert!(err.contains("order_version") && err.contains('7'), "{err}");
     assert!(err.contains("manifest.json"), "{err}");
+}
+
+/// Above 65,536 records (the tabled network) the records the loader
+/// delivers are the documented order, for any thread count, batch size (the
+/// last batch partial or padded) and a resumed epoch.
+#[test]
+fn the_loader_delivers_the_documented_network_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 70_001;
+    let ds = write_ids(dir.path(), n);
+    let reference = reference_v2::Network::new(n, 3, 1);
+    let want: Vec<u64> = (0..n).map(|p| reference.get(p)).collect();
+    for threads in [0, 1, 2, 3] {
+        for (batch_size, last_batch) in [
+            (4096, LastBatch::Partial),
+            (1000, LastBatch::Pad),
+            (999, LastBatch::Drop),
+        ] {
+            let cfg = LoaderConfig {
+                batch_size,
+                seed: 3,
+                threads,
+                last_batch,
+                ..Default::default()
+            };
+            let loader = Loader::new(&ds, cfg).unwrap();
+            let got: Vec<u64> = loader
+                .epoch(1)
+                .flat_map(|b| b.field::<u64>("id").unwrap().to_vec())
+                .collect();
+            let expect: Vec<u64> = (0..got.len()).map(|p| want[p % n as usize]).collect();
+            assert_eq!(got, expect, "threads {threads}, batch {batch_size}");
+            // Resumed after 3 batches: the rest of the same sequence.
+            let mut it = loader.epoch(1);
+            for _ in 0..3 {
+                it.next();
+            }
+            let rest: Vec<u64> = loader
+                .resume(it.cursor())
+                .unwrap()
+                .flat_map(|b| b.field::<u64>("id").unwrap().to_vec())
+                .collect();
+            assert_eq!(rest, got[3 * batch_size as usize..], "threads {threads}");
+        }
+    }
 }

@@ -53,11 +53,11 @@ fn partial_ranks_save_the_same_end_of_epoch_cursor() {
     assert_eq!(counts, [1, 1, 2, 1, 2, 1, 2]);
 }
 
-/// The consumer builds a batch no prefetch thread has started instead of
-/// sleeping; whatever the timing (fast consumer, slow consumer, both in
-/// turn), the sequence is the single-threaded one.
+/// Whatever the timing (fast consumer, slow consumer, both in turn), and
+/// whoever builds a batch (the consumer with 0 threads, else the threads,
+/// whose queues fill and drain), the sequence is the single-threaded one.
 #[test]
-fn a_consumer_that_builds_batches_itself_changes_no_batch() {
+fn the_timing_of_threads_and_consumer_changes_no_batch() {
     let dir = tempfile::tempdir().unwrap();
     let ds = ids(dir.path(), 5000);
     let cfg = |threads: usize, prefetch: usize| LoaderConfig {

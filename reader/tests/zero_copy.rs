@@ -40,7 +40,7 @@ fn batches(ds: &Dataset, zero_copy: bool, threads: usize) -> Vec<(bool, Vec<u8>)
 fn zero_copy_batches_equal_copied_ones() {
     // 100 rows in shards of 30: some batches of 7 straddle a shard boundary.
     let (_d, ds) = set(100, 30);
-    for threads in [0, 1, 3] {
+    for threads in [0, 1, 2, 3] {
         let zc = batches(&ds, true, threads);
         let copied = batches(&ds, false, threads);
         assert_eq!(zc.len(), copied.len());

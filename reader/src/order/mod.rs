@@ -19,7 +19,7 @@ pub use schedule::{Cursor, LastBatch, Schedule};
 pub use window::view_pieces;
 
 use crate::error::{Error, Result};
-use permutation::{FeistelV1, FeistelV2, table_v2};
+use permutation::{FeistelV1, FeistelV2, TabledV2, table_v2};
 use std::sync::Arc;
 use window::WindowOrder;
 
@@ -73,6 +73,9 @@ enum Kind {
     V1(FeistelV1),
     Table(Arc<[u32]>),
     V2(FeistelV2),
+    /// [`Kind::V2`] for epochs of up to 2^28 records: the same network
+    /// with its round functions tabulated.
+    V2Tabled(Arc<TabledV2>),
     Windowed(Arc<WindowOrder>),
 }
 
@@ -97,7 +100,13 @@ impl EpochOrder {
         let kind = match version {
             OrderVersion::V1 => Kind::V1(FeistelV1::new(n, seed, epoch)),
             OrderVersion::V2 if n <= TABLE_MAX => Kind::Table(table_v2(n, seed, epoch)),
-            OrderVersion::V2 => Kind::V2(FeistelV2::new(n, seed, epoch)),
+            OrderVersion::V2 => {
+                let net = FeistelV2::new(n, seed, epoch);
+                match TabledV2::new(net.clone()) {
+                    Some(t) => Kind::V2Tabled(Arc::new(t)),
+                    None => Kind::V2(net),
+                }
+            }
         };
         EpochOrder { n, kind }
     }
@@ -159,6 +168,7 @@ impl EpochOrder {
             Kind::Table(t) => u64::from(t[pos as usize]),
             Kind::V1(f) => walk(self.n, pos, |x| f.permute(x)),
             Kind::V2(f) => walk(self.n, pos, |x| f.permute(x)),
+            Kind::V2Tabled(f) => walk(self.n, pos, |x| f.permute(x)),
             Kind::Windowed(w) => w.get(pos),
         }
     }
@@ -191,41 +201,49 @@ impl EpochOrder {
             Kind::V1(f) => out.extend(positions.map(|p| walk(n, wrap(p), |x| f.permute(x)))),
             Kind::Windowed(w) => w.extend_records(positions, out),
             Kind::V2(f) => {
-                // One vectorized pass over every position, then further
-                // passes over the (fewer than half, on average) values that
-                // left 0..n, gathered into a dense list so that those passes
-                // vectorize too.
                 let from = out.len();
                 out.extend(positions.map(wrap));
-                let xs = &mut out[from..];
-                f.permute_all(xs);
-                // Branch-free bookkeeping: write every candidate, advance
-                // the count only for those that must walk on.
-                let mut idx = vec![0u32; xs.len()];
-                let mut count = 0usize;
-                for (j, &x) in xs.iter().enumerate() {
-                    idx[count] = j as u32;
-                    count += usize::from(x >= n);
-                }
-                let mut vals = vec![0u64; count];
-                while count > 0 {
-                    idx.truncate(count);
-                    vals.truncate(count);
-                    for (v, &j) in vals.iter_mut().zip(&idx) {
-                        *v = xs[j as usize];
-                    }
-                    f.permute_all(&mut vals);
-                    let mut keep = 0usize;
-                    for k in 0..count {
-                        let (j, x) = (idx[k], vals[k]);
-                        xs[j as usize] = x;
-                        idx[keep] = j;
-                        keep += usize::from(x >= n);
-                    }
-                    count = keep;
-                }
+                walk_all(n, &mut out[from..], |xs| f.permute_all(xs));
+            }
+            Kind::V2Tabled(f) => {
+                let from = out.len();
+                out.extend(positions.map(wrap));
+                walk_all(n, &mut out[from..], |xs| f.permute_all(xs));
             }
         }
+    }
+}
+
+/// Cycle walking over many positions at once: one pass of `permute_all`
+/// over every value, then further passes over the (fewer than half, on
+/// average) values that left `0..n`, gathered into a dense list so that
+/// those passes vectorize too.
+fn walk_all(n: u64, xs: &mut [u64], permute_all: impl Fn(&mut [u64])) {
+    permute_all(xs);
+    // Branch-free bookkeeping: write every candidate, advance the count
+    // only for those that must walk on.
+    let mut idx = vec![0u32; xs.len()];
+    let mut count = 0usize;
+    for (j, &x) in xs.iter().enumerate() {
+        idx[count] = j as u32;
+        count += usize::from(x >= n);
+    }
+    let mut vals = vec![0u64; count];
+    while count > 0 {
+        idx.truncate(count);
+        vals.truncate(count);
+        for (v, &j) in vals.iter_mut().zip(&idx) {
+            *v = xs[j as usize];
+        }
+        permute_all(&mut vals);
+        let mut keep = 0usize;
+        for k in 0..count {
+            let (j, x) = (idx[k], vals[k]);
+            xs[j as usize] = x;
+            idx[keep] = j;
+            keep += usize::from(x >= n);
+        }
+        count = keep;
     }
 }
 
