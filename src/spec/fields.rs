@@ -15,11 +15,13 @@ const FIELD_KEYS: &[&str] = &[
     "length",
     "pad",
     "bytes",
+    "text",
+    "length_of",
     "fill_null",
     "transform",
     "nonfinite",
 ];
-const INPUT_KEYS: [&str; 3] = ["column", "columns", "expr"];
+const INPUT_KEYS: [&str; 4] = ["column", "columns", "expr", "length_of"];
 
 pub(super) fn read_fields(ctx: &Ctx<'_>, top: &MapView<'_>) -> Result<Vec<Field>, SpecError> {
     let owned = top.require(ctx, "fields")?;
@@ -42,6 +44,11 @@ pub(super) fn read_fields(ctx: &Ctx<'_>, top: &MapView<'_>) -> Result<Vec<Field>
         }
         let field = read_field(ctx, &item, &entry.key)?;
         fields.push(field);
+    }
+    for (entry, field) in map.entries.iter().zip(&fields) {
+        if let FieldInput::LengthOf(target) = &field.input {
+            check_length_of(ctx, &map.owned(entry).item(), field, target, &fields)?;
+        }
     }
     check_record_size(ctx, &map, &fields)?;
     Ok(fields)
@@ -93,11 +100,96 @@ fn check_record_size(ctx: &Ctx<'_>, map: &MapView<'_>, fields: &[Field]) -> Resu
     Ok(())
 }
 
+/// A `length_of` field names a field that stores a per-row length (text,
+/// a list with `length`, tokenize), and its integer dtype holds the largest
+/// count that field can store.
+fn check_length_of(
+    ctx: &Ctx<'_>,
+    item: &Item<'_>,
+    field: &Field,
+    target: &str,
+    fields: &[Field],
+) -> Result<(), SpecError> {
+    let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
+    let Some(t) = fields.iter().find(|f| f.name == target) else {
+        return Err(item.error(
+            ctx,
+            format!(
+                "length_of names no field: {target:?}{}",
+                did_you_mean(target, &names)
+            ),
+        ));
+    };
+    let max = match (t.text, t.length, &t.input) {
+        (Some(n), _, _) => n,
+        (_, Some(n), FieldInput::Column(_) | FieldInput::Expr(_)) => n,
+        _ => {
+            return Err(item.error(
+                ctx,
+                format!(
+                    "length_of needs a text field, a list field (length) or a tokenize field; \
+                     {target} stores the same length in every record"
+                ),
+            ));
+        }
+    };
+    let unit = if t.text.is_some() {
+        "bytes"
+    } else if matches!(t.transforms.first(), Some(Transform::Tokenize(_))) {
+        "tokens"
+    } else {
+        "elements"
+    };
+    let dtype = field.dtype;
+    if dtype.is_float() || int_max(dtype) < u128::from(max) {
+        return Err(item.error(
+            ctx,
+            format!(
+                "{target} stores up to {max} {unit} a record, which dtype {dtype} cannot hold; \
+                 use an integer dtype that can"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn read_field(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Field, SpecError> {
     let map = item.map(ctx, FIELD_KEYS)?;
-    let dtype_owned = map.require(ctx, "dtype")?;
-    let dtype = read_dtype(ctx, &dtype_owned.item())?;
+    // A text field is bytes: dtype u8 may be left out.
+    let dtype = match map.get_some("dtype") {
+        Some(owned) => read_dtype(ctx, &owned.item())?,
+        None if map.get_some("text").is_some() => DType::U8,
+        None => return Err(map.missing(ctx, "dtype")),
+    };
     let input = read_input(ctx, &map)?;
+    if let FieldInput::LengthOf(target) = &input {
+        if let Some(other) = map
+            .entries
+            .iter()
+            .find(|e| !matches!(e.key.as_str(), "dtype" | "length_of"))
+        {
+            return Err(map.owned(other).item().error(
+                ctx,
+                format!(
+                    "a length_of field stores how much {target} stored and takes only dtype, \
+                     not {}",
+                    other.key
+                ),
+            ));
+        }
+        return Ok(Field {
+            name: name.to_string(),
+            dtype,
+            input,
+            length: None,
+            pad: 0.0,
+            bytes: None,
+            text: None,
+            fill_null: None,
+            transforms: Vec::new(),
+            nonfinite: NonFinite::Error,
+        });
+    }
 
     let length = match map.get_some("length") {
         Some(owned) => {
@@ -114,10 +206,12 @@ fn read_field(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Field, SpecE
     let pad = match map.get_some("pad") {
         Some(owned) => {
             let item = owned.item();
-            if length.is_none() {
-                return Err(
-                    item.error(ctx, "pad needs length (it fills lists shorter than length)")
-                );
+            if length.is_none() && map.get_some("text").is_none() {
+                return Err(item.error(
+                    ctx,
+                    "pad needs length or text (it fills lists shorter than length, or text \
+                     shorter than text bytes)",
+                ));
             }
             let pad = item.number(ctx)?;
             check_fits(ctx, &item, "pad", pad, dtype)?;
@@ -143,6 +237,40 @@ fn read_field(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Field, SpecE
         None => None,
     };
 
+    let text = match map.get_some("text") {
+        Some(owned) => {
+            let item = owned.item();
+            if dtype != DType::U8 {
+                return Err(item.error(
+                    ctx,
+                    format!(
+                        "text is stored as UTF-8 bytes and needs dtype u8, this field is {dtype}"
+                    ),
+                ));
+            }
+            for other in ["columns", "length", "bytes", "transform", "fill_null"] {
+                if let Some(o) = map.get_some(other) {
+                    let why = match other {
+                        "transform" => {
+                            "a text field stores its bytes as they are; to make token ids, \
+                             use a list field with transform: { tokenize: ... }"
+                        }
+                        "fill_null" => {
+                            "a null is an error, as in a bytes field (filter such rows out, \
+                             or give a value in an expr, e.g. COALESCE(title, ''))"
+                        }
+                        _ => "text gives the field's size in bytes",
+                    };
+                    return Err(o
+                        .item()
+                        .error(ctx, format!("text cannot be combined with {other}: {why}")));
+                }
+            }
+            Some(item.u64_at_least(ctx, 1)?)
+        }
+        None => None,
+    };
+
     let transforms = match map.get_some("transform") {
         Some(owned) => {
             if bytes.is_some() {
@@ -152,6 +280,17 @@ fn read_field(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Field, SpecE
             }
             let placed = read_transforms(ctx, &owned)?;
             check_transforms(ctx, dtype, &placed)?;
+            if matches!(
+                placed.first().map(|p| &p.transform),
+                Some(Transform::Tokenize(_))
+            ) && length.is_none()
+            {
+                return Err(owned.item().error(
+                    ctx,
+                    "tokenize needs length: the number of token ids a record stores (longer \
+                     documents are cut, shorter ones padded with pad)",
+                ));
+            }
             placed.into_iter().map(|p| p.transform).collect()
         }
         None => Vec::new(),
@@ -164,6 +303,13 @@ fn read_field(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Field, SpecE
                 return Err(item.error(
                     ctx,
                     "fill_null does not apply to a bytes field: its values are copied as they                      are, and a null is an error (filter such rows out, or give a value in an                      expr)",
+                ));
+            }
+            if let Some(Transform::Tokenize(_)) = transforms.first() {
+                return Err(item.error(
+                    ctx,
+                    "fill_null does not apply to a tokenize field: a null is an error (filter \
+                     such rows out, or give a text in an expr, e.g. COALESCE(body, ''))",
                 ));
             }
             if let Some(first @ (Transform::HashBucket { .. } | Transform::Vocab { .. })) =
@@ -230,6 +376,7 @@ fn read_field(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Field, SpecE
         length,
         pad,
         bytes,
+        text,
         fill_null,
         transforms,
         nonfinite,
@@ -259,7 +406,7 @@ fn read_input(ctx: &Ctx<'_>, map: &MapView<'_>) -> Result<FieldInput, SpecError>
         [] => Err(ctx.error(
             &map.path,
             map.key_line,
-            "needs exactly one of column, columns or expr",
+            "needs exactly one of column, columns, expr or length_of",
         )),
         [owned] => {
             let item = owned.item();
@@ -269,6 +416,7 @@ fn read_input(ctx: &Ctx<'_>, map: &MapView<'_>) -> Result<FieldInput, SpecError>
                 "expr" => Ok(FieldInput::Expr(
                     item.sql(ctx, super::sql::check_expr)?.to_string(),
                 )),
+                "length_of" => Ok(FieldInput::LengthOf(item.text(ctx)?.to_string())),
                 _ => {
                     let elements = item.list(ctx)?;
                     if elements.is_empty() {
@@ -294,7 +442,7 @@ fn read_input(ctx: &Ctx<'_>, map: &MapView<'_>) -> Result<FieldInput, SpecError>
             Err(second.item().error(
                 ctx,
                 format!(
-                    "{} and {} cannot both be given: a field takes exactly one of column, columns or expr",
+                    "{} and {} cannot both be given: a field takes exactly one of column, columns, expr or length_of",
                     name(first),
                     name(second)
                 ),

@@ -239,6 +239,41 @@ impl Spec {
         for source in &mut self.sources {
             files::resolve_source(source, &spec_dir, &self.locations)?;
         }
+        self.load_tokenizers(&spec_dir)
+    }
+
+    /// Reads each `tokenize` step's file (relative to the spec's folder):
+    /// its blake3 joins the canonical form, and its vocabulary must fit the
+    /// field's dtype and hold the bos and eos tokens.
+    fn load_tokenizers(&mut self, spec_dir: &Path) -> Result<(), SpecError> {
+        let locations = &self.locations;
+        for field in &mut self.fields {
+            let (name, dtype) = (field.name.clone(), field.dtype);
+            for step in &mut field.transforms {
+                let Transform::Tokenize(tok) = step else {
+                    continue;
+                };
+                if tok.loaded.is_some() {
+                    continue;
+                }
+                let key = format!("fields.{name}.transform.tokenize.file");
+                let path = spec_dir.join(&tok.file);
+                tok.load(&path)
+                    .map_err(|e| locations.error(&key, format!("tokenize: {e}")))?;
+                let max_id = tok.loaded.as_ref().map_or(0, |t| t.max_id());
+                if u128::from(max_id) > transforms::int_max(dtype) {
+                    return Err(locations.error(
+                        &format!("fields.{name}.dtype"),
+                        format!(
+                            "the tokenizer {} gives ids up to {max_id}, which do not fit dtype \
+                             {dtype} (largest {}); use u32, i32 or i64",
+                            tok.file,
+                            transforms::int_max(dtype)
+                        ),
+                    ));
+                }
+            }
+        }
         Ok(())
     }
 

@@ -6,6 +6,7 @@ use super::suggest::did_you_mean;
 use super::yaml::Kind;
 use super::{SpecError, Transform};
 use tessera_reader::DType;
+use tessera_transform::text::Tokenize;
 
 const TRANSFORM_NAMES: &[&str] = &[
     "log1p",
@@ -15,9 +16,11 @@ const TRANSFORM_NAMES: &[&str] = &[
     "hash_bucket",
     "vocab",
     "one_hot",
+    "tokenize",
 ];
 const CLIP_KEYS: &[&str] = &["min", "max"];
 const VOCAB_KEYS: &[&str] = &["min_count", "max_size", "oov"];
+const TOKENIZE_KEYS: &[&str] = &["file", "bos", "eos", "special_tokens", "add_special_tokens"];
 
 /// A transform as read, with where it was written.
 pub(super) struct Placed {
@@ -69,6 +72,10 @@ fn read_transform(ctx: &Ctx<'_>, item: &Item<'_>) -> Result<Transform, SpecError
                 ctx,
                 "one_hot needs a class count, e.g. { one_hot: 10 }",
             )),
+            "tokenize" => Err(item.error(
+                ctx,
+                "tokenize needs a tokenizer file, e.g. { tokenize: { file: tokenizer.json } }",
+            )),
             other => Err(unknown_transform(ctx, item, other)),
         },
         Kind::Map(entries) => {
@@ -119,6 +126,7 @@ fn read_transform(ctx: &Ctx<'_>, item: &Item<'_>) -> Result<Transform, SpecError
                     })?,
                 }),
                 "vocab" => read_vocab(ctx, &arg),
+                "tokenize" => read_tokenize(ctx, &arg),
                 other => Err(unknown_transform(ctx, &arg, other)),
             }
         }
@@ -181,6 +189,41 @@ fn read_vocab(ctx: &Ctx<'_>, item: &Item<'_>) -> Result<Transform, SpecError> {
     })
 }
 
+fn read_tokenize(ctx: &Ctx<'_>, item: &Item<'_>) -> Result<Transform, SpecError> {
+    if item.is_null() {
+        return Err(item.error(
+            ctx,
+            "tokenize needs a tokenizer file: { file: tokenizer.json }",
+        ));
+    }
+    let map = item.map(ctx, TOKENIZE_KEYS)?;
+    let file = map.require(ctx, "file")?.item().text(ctx)?.to_string();
+    let token = |key: &str| -> Result<Option<String>, SpecError> {
+        match map.get_some(key) {
+            // As written: a token may begin or end with a space.
+            Some(owned) => match owned.item().string(ctx)? {
+                "" => Err(owned.item().error(ctx, format!("{key} must not be empty"))),
+                t => Ok(Some(t.to_string())),
+            },
+            None => Ok(None),
+        }
+    };
+    let flag = |key: &str| -> Result<bool, SpecError> {
+        match map.get_some(key) {
+            Some(owned) => owned.item().boolean(ctx),
+            None => Ok(false),
+        }
+    };
+    Ok(Transform::Tokenize(Tokenize {
+        file,
+        bos: token("bos")?,
+        eos: token("eos")?,
+        special_tokens: flag("special_tokens")?,
+        add_special_tokens: flag("add_special_tokens")?,
+        ..Tokenize::default()
+    }))
+}
+
 pub(super) fn transform_name(t: &Transform) -> &'static str {
     match t {
         Transform::Log1p => "log1p",
@@ -190,6 +233,7 @@ pub(super) fn transform_name(t: &Transform) -> &'static str {
         Transform::HashBucket { .. } => "hash_bucket",
         Transform::Vocab { .. } => "vocab",
         Transform::OneHot { .. } => "one_hot",
+        Transform::Tokenize(_) => "tokenize",
     }
 }
 
@@ -240,6 +284,14 @@ pub(super) fn check_transforms(
             }
             Transform::OneHot { .. } if i + 1 != placed.len() => {
                 return Err(fail(p, "one_hot must be the last transform".to_string()));
+            }
+            Transform::Tokenize(_) if placed.len() != 1 => {
+                return Err(fail(
+                    p,
+                    "tokenize must be the only transform of its field (it turns text into \
+                     token ids, which are stored as they are)"
+                        .to_string(),
+                ));
             }
             _ => {}
         }
@@ -322,6 +374,17 @@ pub(super) fn check_transforms(
                 }
             }
             Transform::Clip { .. } => {}
+            Transform::Tokenize(_) => {
+                if dtype.is_float() {
+                    return Err(fail(
+                        p,
+                        format!(
+                            "tokenize produces token ids and needs an integer dtype (u16, u32, \
+                             i32, i64, ...), this field is {dtype}"
+                        ),
+                    ));
+                }
+            }
         }
     }
     Ok(())

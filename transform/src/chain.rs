@@ -13,6 +13,14 @@ use crate::sql::quote_ident;
 pub enum Path {
     /// Fixed-size binary copied as is (`bytes: n`).
     Bytes(usize),
+    /// UTF-8 text cut at a character boundary or padded to `n` bytes
+    /// (`text: n`).
+    Utf8(usize),
+    /// Text into token ids (`tokenize`), cut or padded to `length`.
+    Tokens,
+    /// The count of bytes, elements or tokens field `i` stored for the row
+    /// (`length_of`).
+    Length(usize),
     /// Text hashed (`hash_bucket`) or looked up (`vocab`) into an integer id.
     Text {
         /// `Some(n)` for `hash_bucket: n`, `None` for `vocab`.
@@ -56,8 +64,21 @@ impl Chain {
             Transform::OneHot { classes } => Some(*classes),
             _ => None,
         });
-        let path = if let Some(n) = field.bytes {
+        let path = if let FieldInput::LengthOf(target) = &field.input {
+            // The spec checks the name; a manifest that names no field
+            // gives a length field that reads nothing (the encoder says so).
+            Path::Length(
+                fields
+                    .iter()
+                    .position(|f| f.name == *target)
+                    .unwrap_or(usize::MAX),
+            )
+        } else if let Some(n) = field.bytes {
             Path::Bytes(n as usize)
+        } else if let Some(n) = field.text {
+            Path::Utf8(n as usize)
+        } else if matches!(field.transforms.first(), Some(Transform::Tokenize(_))) {
+            Path::Tokens
         } else {
             match field.transforms.first() {
                 Some(Transform::HashBucket { buckets }) => Path::Text {
@@ -92,6 +113,7 @@ impl Chain {
     /// else one.
     pub fn columns(&self) -> Vec<String> {
         match &self.field.input {
+            FieldInput::LengthOf(_) => Vec::new(),
             FieldInput::Columns(cs) => (0..cs.len())
                 .map(|j| format!("__f{}_{j}", self.index))
                 .collect(),
@@ -116,7 +138,16 @@ impl Chain {
                 .zip(names)
                 .map(|(c, n)| (wrap(quote_ident(c)), n))
                 .collect(),
+            FieldInput::LengthOf(_) => Vec::new(),
         }
+    }
+
+    /// The field's `tokenize` step, if it has one.
+    pub fn tokenize(&self) -> Option<&crate::text::Tokenize> {
+        self.field.transforms.iter().find_map(|t| match t {
+            Transform::Tokenize(t) => Some(t),
+            _ => None,
+        })
     }
 
     /// Elements one stored value takes (the one-hot width, else 1).

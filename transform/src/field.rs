@@ -7,6 +7,7 @@
 //! written and read here, in one place, so what the compiler hashes and
 //! stores is exactly what the serving path reconstructs.
 
+use crate::text::Tokenize;
 use serde_json::{Value, json};
 use tessera_reader::DType;
 
@@ -19,6 +20,9 @@ pub enum FieldInput {
     Columns(Vec<String>),
     /// A SQL expression over the query's columns.
     Expr(String),
+    /// How many bytes, elements or tokens the named field stored for the
+    /// row (`length_of:`), after truncation.
+    LengthOf(String),
 }
 
 /// One transform step applied to a field's values, in list order (the
@@ -57,6 +61,9 @@ pub enum Step {
         /// Number of classes.
         classes: u64,
     },
+    /// Text into token ids with a tokenizer file (a list of ids, cut or
+    /// padded to the field's `length`).
+    Tokenize(Tokenize),
 }
 
 /// One output field.
@@ -74,6 +81,9 @@ pub struct Field {
     pub pad: f64,
     /// For fixed-size binary columns (`dtype: u8`): bytes per value.
     pub bytes: Option<u64>,
+    /// For text stored as UTF-8 bytes (`dtype: u8`): bytes per value, longer
+    /// values cut at a character boundary, shorter ones padded with `pad`.
+    pub text: Option<u64>,
     /// Value used for nulls; a null with no fill_null is an error naming the row.
     pub fill_null: Option<f64>,
     /// Transform steps in application order.
@@ -96,7 +106,7 @@ pub enum NonFinite {
 impl Field {
     /// The stored shape of one value of this field.
     pub fn shape(&self) -> Vec<u64> {
-        let mut shape = match (&self.input, self.length, self.bytes) {
+        let mut shape = match (&self.input, self.length, self.bytes.or(self.text)) {
             (FieldInput::Columns(cs), _, _) => vec![cs.len() as u64],
             (_, Some(n), _) => vec![n],
             (_, _, Some(n)) => vec![n],
@@ -117,6 +127,7 @@ impl Field {
             FieldInput::Column(c) => json!({ "column": c }),
             FieldInput::Columns(cs) => json!({ "columns": cs }),
             FieldInput::Expr(e) => json!({ "expr": e }),
+            FieldInput::LengthOf(f) => json!({ "length_of": f }),
         };
         json!({
             "bytes": self.bytes,
@@ -130,6 +141,7 @@ impl Field {
                 NonFinite::Exclude => "exclude",
             },
             "pad": self.pad,
+            "text": self.text,
             "transforms": self.transforms.iter().map(Step::canonical_json).collect::<Vec<_>>(),
         })
     }
@@ -147,6 +159,8 @@ impl Field {
             FieldInput::Column(c.to_string())
         } else if let Some(e) = input.get("expr").and_then(Value::as_str) {
             FieldInput::Expr(e.to_string())
+        } else if let Some(f) = input.get("length_of").and_then(Value::as_str) {
+            FieldInput::LengthOf(f.to_string())
         } else if let Some(cs) = input.get("columns").and_then(Value::as_array) {
             FieldInput::Columns(
                 cs.iter()
@@ -155,7 +169,9 @@ impl Field {
                     .ok_or_else(|| at("`input.columns` holds a non-string".into()))?,
             )
         } else {
-            return Err(at("`input` has none of column, columns, expr".into()));
+            return Err(at(
+                "`input` has none of column, columns, expr, length_of".into()
+            ));
         };
         let transforms = match v.get("transforms") {
             Some(Value::Array(items)) => items
@@ -177,6 +193,7 @@ impl Field {
             length: opt_u64(v, "length").map_err(at)?,
             pad: opt_f64(v, "pad").map_err(at)?.unwrap_or(0.0),
             bytes: opt_u64(v, "bytes").map_err(at)?,
+            text: opt_u64(v, "text").map_err(at)?,
             fill_null: opt_f64(v, "fill_null").map_err(at)?,
             transforms,
             nonfinite,
@@ -196,6 +213,7 @@ impl Step {
             Step::HashBucket { .. } => "hash_bucket",
             Step::Vocab { .. } => "vocab",
             Step::OneHot { .. } => "one_hot",
+            Step::Tokenize(_) => "tokenize",
         }
     }
 
@@ -218,6 +236,15 @@ impl Step {
                 oov,
             } => json!({ "vocab": { "max_size": max_size, "min_count": min_count, "oov": oov } }),
             Step::OneHot { classes } => json!({ "one_hot": { "classes": classes } }),
+            // The file's path is left out (its bytes are the meaning).
+            Step::Tokenize(t) => json!({ "tokenize": {
+                "add_special_tokens": t.add_special_tokens,
+                "blake3": t.blake3,
+                "bos": t.bos,
+                "eos": t.eos,
+                "library": t.library,
+                "special_tokens": t.special_tokens,
+            } }),
         }
     }
 
@@ -255,6 +282,32 @@ impl Step {
                     Some(o) => o.as_i64().ok_or_else(|| at("oov is not an i64".into()))?,
                 },
             },
+            "tokenize" => {
+                let text = |key: &str| -> Result<Option<String>, String> {
+                    match args.get(key) {
+                        None | Some(Value::Null) => Ok(None),
+                        Some(Value::String(s)) => Ok(Some(s.clone())),
+                        Some(_) => Err(at(format!("`{key}` is not a string"))),
+                    }
+                };
+                let flag = |key: &str| -> Result<bool, String> {
+                    match args.get(key) {
+                        None | Some(Value::Null) => Ok(false),
+                        Some(Value::Bool(b)) => Ok(*b),
+                        Some(_) => Err(at(format!("`{key}` is not a boolean"))),
+                    }
+                };
+                Step::Tokenize(Tokenize {
+                    file: String::new(),
+                    blake3: text("blake3")?,
+                    library: text("library")?.unwrap_or_default(),
+                    bos: text("bos")?,
+                    eos: text("eos")?,
+                    special_tokens: flag("special_tokens")?,
+                    add_special_tokens: flag("add_special_tokens")?,
+                    loaded: None,
+                })
+            }
             other => return Err(format!("unknown transform {other:?}")),
         })
     }
@@ -346,6 +399,7 @@ mod tests {
             length: None,
             pad: 0.0,
             bytes: None,
+            text: None,
             fill_null: Some(0.5),
             transforms: vec![
                 Step::Clip {
@@ -365,6 +419,7 @@ mod tests {
             length: Some(3),
             pad: -1.0,
             bytes: None,
+            text: None,
             fill_null: None,
             transforms: vec![
                 Step::Vocab {

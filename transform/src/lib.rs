@@ -39,6 +39,7 @@ pub mod semantics;
 pub mod serving;
 pub mod split;
 pub mod sql;
+pub mod text;
 pub mod values;
 
 pub use serving::{Encoded, Transform, TransformError};

@@ -10,8 +10,10 @@
 use crate::chain::{Chain, Path};
 use crate::field::Field;
 use crate::semantics::{self, FrozenStats, NULL_KEY};
+use crate::text;
 use crate::values::{Binaries, Floats, Ints, Lists, Strings, ValueError, put_float, put_int};
 use arrow_array::{ArrayRef, RecordBatch};
+use rayon::prelude::*;
 use std::collections::HashMap;
 use tessera_reader::{DType, RecordLayout};
 
@@ -140,19 +142,53 @@ impl RecordEncoder {
     /// `rows x stride` bytes, all zero (padding and one-hot slots stay zero).
     pub fn encode(&self, batch: &RecordBatch, recs: &mut [u8]) -> Result<(), EncodeError> {
         debug_assert_eq!(recs.len(), batch.num_rows() * self.stride);
+        // Length fields last: they store what the other fields stored.
+        let mut counts: Vec<Option<Vec<u64>>> = vec![None; self.chains.len()];
         for (chain, plan) in self.chains.iter().zip(&self.plans) {
-            self.encode_field(batch, chain, plan, recs)?;
+            if !matches!(chain.path, Path::Length(_)) {
+                counts[chain.index] = self.encode_field(batch, chain, plan, recs)?;
+            }
+        }
+        for (chain, plan) in self.chains.iter().zip(&self.plans) {
+            if let Path::Length(target) = chain.path {
+                let fail = |message: String| EncodeError::Value {
+                    field: chain.field.name.clone(),
+                    error: ValueError { row: 0, message },
+                };
+                let counts = counts.get(target).and_then(Option::as_ref).ok_or_else(|| {
+                    fail(
+                        "length_of names a field that stores no per-row length (a text, list \
+                         or tokenize field)"
+                            .into(),
+                    )
+                })?;
+                let w = Writer {
+                    stride: self.stride,
+                    off: plan.offset,
+                    dtype: plan.dtype,
+                    one_hot: None,
+                };
+                for (r, &c) in counts.iter().enumerate() {
+                    w.int(recs, r, 0, i128::from(c))
+                        .map_err(|message| EncodeError::Value {
+                            field: chain.field.name.clone(),
+                            error: ValueError { row: r, message },
+                        })?;
+                }
+            }
         }
         Ok(())
     }
 
+    /// Encodes one field; for text, list and token fields, returns how many
+    /// bytes, elements or tokens each row stored (what `length_of` stores).
     fn encode_field(
         &self,
         batch: &RecordBatch,
         chain: &Chain,
         plan: &FieldPlan,
         recs: &mut [u8],
-    ) -> Result<(), EncodeError> {
+    ) -> Result<Option<Vec<u64>>, EncodeError> {
         let f = &chain.field;
         let w = Writer {
             stride: self.stride,
@@ -166,6 +202,7 @@ impl RecordEncoder {
         };
         let at_row = |row: usize| move |message: String| fail(ValueError { row, message });
         let n = batch.num_rows();
+        let mut counts: Option<Vec<u64>> = None;
         for (j, name) in chain.columns().iter().enumerate() {
             let col = column(batch, name, &f.name)?;
             let slot = j * chain.per_value() * w.dtype.size();
@@ -191,6 +228,58 @@ impl RecordEncoder {
                         recs[at..at + len].copy_from_slice(v);
                     }
                 }
+                Path::Utf8(len) => {
+                    let s = Strings::read(&col).map_err(fail)?;
+                    let pad = f.pad as u8;
+                    let mut stored = Vec::with_capacity(n);
+                    for r in 0..n {
+                        let v = s.get(r).ok_or_else(|| at_row(r)(text_null("text", len)))?;
+                        let t = text::truncate_utf8(v, len).as_bytes();
+                        let at = r * w.stride + w.off;
+                        recs[at..at + t.len()].copy_from_slice(t);
+                        if pad != 0 {
+                            recs[at + t.len()..at + len].fill(pad);
+                        }
+                        stored.push(t.len() as u64);
+                    }
+                    counts = Some(stored);
+                }
+                Path::Tokens => {
+                    let tokenizer =
+                        chain
+                            .tokenize()
+                            .and_then(|t| t.loaded.clone())
+                            .ok_or_else(|| {
+                                at_row(0)("the tokenizer file has not been loaded".to_string())
+                            })?;
+                    let s = Strings::read(&col).map_err(fail)?;
+                    let len = f.length.unwrap_or(0) as usize;
+                    for r in 0..n {
+                        if s.get(r).is_none() {
+                            return Err(at_row(r)(text_null("tokenize", len)));
+                        }
+                    }
+                    // Documents are tokenized in parallel on the current
+                    // pool (the build's); the ids are written in row order.
+                    let ids: Vec<Result<Vec<u32>, String>> = (0..n)
+                        .into_par_iter()
+                        .map(|r| tokenizer.encode(s.get(r).unwrap_or_default()))
+                        .collect();
+                    let mut stored = Vec::with_capacity(n);
+                    for (r, ids) in ids.into_iter().enumerate() {
+                        let ids = ids.map_err(at_row(r))?;
+                        let k = ids.len().min(len);
+                        for (i, &id) in ids[..k].iter().enumerate() {
+                            w.int(recs, r, i * w.dtype.size(), i128::from(id))
+                                .map_err(at_row(r))?;
+                        }
+                        w.pad(recs, r, k, len, f.pad).map_err(at_row(r))?;
+                        stored.push(k as u64);
+                    }
+                    counts = Some(stored);
+                }
+                // Written by `encode` once the other fields are.
+                Path::Length(_) => {}
                 Path::Text { buckets } => {
                     let s = Strings::read(&col).map_err(fail)?;
                     for r in 0..n {
@@ -226,6 +315,7 @@ impl RecordEncoder {
                                     message: format!("a list element: {}", e.message),
                                 })
                             })?;
+                            let stored = counts.insert(Vec::with_capacity(n));
                             for r in 0..n {
                                 let range = lists.range(r).unwrap_or(0..0);
                                 let mut k = 0;
@@ -241,6 +331,7 @@ impl RecordEncoder {
                                     k += 1;
                                 }
                                 w.pad(recs, r, k, len as usize, f.pad).map_err(at_row(r))?;
+                                stored.push(k as u64);
                             }
                         }
                         (Some(_), None) => return Err(fail(list_without_length())),
@@ -270,6 +361,7 @@ impl RecordEncoder {
                                     message: format!("a list element: {}", e.message),
                                 })
                             })?;
+                            let stored = counts.insert(Vec::with_capacity(n));
                             for r in 0..n {
                                 let range = lists.range(r).unwrap_or(0..0);
                                 let mut k = 0;
@@ -283,6 +375,7 @@ impl RecordEncoder {
                                     k += 1;
                                 }
                                 w.pad(recs, r, k, len as usize, f.pad).map_err(at_row(r))?;
+                                stored.push(k as u64);
                             }
                         }
                         (Some(_), None) => return Err(fail(list_without_length())),
@@ -297,7 +390,7 @@ impl RecordEncoder {
                 }
             }
         }
-        Ok(())
+        Ok(counts)
     }
 }
 
@@ -383,6 +476,18 @@ impl Writer {
         }
         Ok(())
     }
+}
+
+fn text_null(kind: &str, len: usize) -> String {
+    let what = if kind == "text" {
+        format!("a text field stores up to {len} bytes of text in every record")
+    } else {
+        "a tokenize field reads text in every record".to_string()
+    };
+    format!(
+        "the value is null; {what} (filter such rows out, or give a value in an expr, e.g. \
+         COALESCE(x, ''))"
+    )
 }
 
 fn null_error(row: usize) -> ValueError {

@@ -247,7 +247,7 @@ impl<'a> Strings<'a> {
             DataType::Utf8View => Ok(Strings::View(arr.as_string_view())),
             other => Err(ValueError::new(
                 0,
-                format!("expected text for a hashed or vocabulary field, got {other}"),
+                format!("expected a text column, got {other}"),
             )),
         }
     }

@@ -41,6 +41,9 @@ pub fn document(t: &Transform, hash: &str, name: &str) -> Value {
             let fl = layout.field(&f.name);
             let kind = match chain.path {
                 Path::Bytes(_) => "bytes",
+                Path::Utf8(_) => "text",
+                Path::Tokens => "tokens",
+                Path::Length(_) => "length",
                 Path::Text { buckets: Some(_) } => "hash",
                 Path::Text { buckets: None } => "vocab",
                 Path::Float => "float",
@@ -50,6 +53,7 @@ pub fn document(t: &Transform, hash: &str, name: &str) -> Value {
                 FieldInput::Column(c) => json!({ "column": c }),
                 FieldInput::Columns(cs) => json!({ "columns": cs }),
                 FieldInput::Expr(e) => json!({ "expr": e }),
+                FieldInput::LengthOf(f) => json!({ "length_of": f }),
             };
             let slots: Vec<Value> = chain
                 .select_items()
@@ -70,6 +74,7 @@ pub fn document(t: &Transform, hash: &str, name: &str) -> Value {
                 "length": f.length,
                 "pad": f.pad,
                 "bytes": f.bytes,
+                "text": f.text,
                 "steps": f.transforms.iter().map(|s| step(s, stats, n)).collect::<Vec<_>>(),
             })
         })

@@ -4,8 +4,9 @@
 //! types of the query's output columns as the build saw them.
 
 use super::TransformError;
-use crate::field::{Field, Split};
+use crate::field::{Field, Split, Step};
 use crate::semantics::FrozenStats;
+use crate::text::TOKENIZERS_LIBRARY;
 use arrow_schema::{DataType, Field as ArrowField, Schema};
 use serde_json::Value;
 use std::path::Path;
@@ -37,7 +38,7 @@ pub fn read(manifest: &Manifest, dir: Option<&Path>) -> Result<ArtifactParts, Tr
             "the manifest holds no spec: the set was not built by the tessera compiler",
         ));
     }
-    let fields = spec
+    let mut fields = spec
         .get("fields")
         .and_then(Value::as_array)
         .ok_or_else(|| bad("the manifest's spec has no `fields` list"))?
@@ -45,6 +46,11 @@ pub fn read(manifest: &Manifest, dir: Option<&Path>) -> Result<ArtifactParts, Tr
         .map(Field::from_canonical)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| bad(format!("the manifest's spec: {e}")))?;
+    if let Some(dir) = dir {
+        for f in &mut fields {
+            load_tokenizers(f, dir)?;
+        }
+    }
     let split = match spec.get("split") {
         None | Some(Value::Null) => None,
         Some(s) => {
@@ -71,6 +77,31 @@ pub fn read(manifest: &Manifest, dir: Option<&Path>) -> Result<ArtifactParts, Tr
         frozen,
         query_columns,
     })
+}
+
+/// Loads the tokenizer of a `tokenize` field from the artifact's copy,
+/// `tokenizer-FIELD.json`, checked against the blake3 its spec records; the
+/// library must be the one it was built with (token ids change between
+/// releases).
+fn load_tokenizers(f: &mut Field, dir: &Path) -> Result<(), TransformError> {
+    let name = f.name.clone();
+    for step in &mut f.transforms {
+        let Step::Tokenize(t) = step else { continue };
+        if t.library != TOKENIZERS_LIBRARY {
+            return Err(bad(format!(
+                "field {name}: the artifact was tokenized with {}, this program has {}; \
+                 the ids could differ, so rebuild the artifact",
+                t.library, TOKENIZERS_LIBRARY
+            )));
+        }
+        let file = format!("tokenizer-{name}.json");
+        let path = dir.join(&file);
+        let bytes = std::fs::read(&path)
+            .map_err(|e| bad(format!("field {name}: {}: {e}", path.display())))?;
+        t.load_bytes(&bytes, &path.display().to_string())
+            .map_err(|e| bad(format!("field {name}: {e}")))?;
+    }
+    Ok(())
 }
 
 /// The frozen statistics of field `name` in the artifact at `dir`, one

@@ -1,0 +1,206 @@
+//! Text fields: UTF-8 values cut at a character boundary (`text: n`), and
+//! the tokenizer a `tokenize` step runs (a Hugging Face `tokenizer.json`
+//! through the `tokenizers` crate).
+//!
+//! A tokenizer is part of a field's meaning: the file's blake3 and the
+//! library's name and version ([`TOKENIZERS_LIBRARY`]) are in the field's
+//! canonical JSON, so they enter the artifact hash; the file's path does not.
+
+use std::path::Path;
+use std::sync::Arc;
+
+/// The tokenizer library and its exact version (pinned in Cargo.toml; a
+/// test checks the lock file agrees). Token ids have changed between
+/// releases, so an artifact records it and the serving path refuses another.
+pub const TOKENIZERS_LIBRARY: &str = "tokenizers 0.23.2";
+
+/// The longest prefix of `s` that takes at most `max` bytes and ends at a
+/// character boundary: a character is never split.
+pub fn truncate_utf8(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// What a `tokenize` step says (spec: `transform: { tokenize: { ... } }`).
+#[derive(Clone, Debug, Default)]
+pub struct Tokenize {
+    /// The tokenizer file as the spec names it (relative to the spec's
+    /// folder). Not part of the meaning: the file's bytes are.
+    pub file: String,
+    /// blake3 of the file's bytes (hex), once the file has been read.
+    pub blake3: Option<String>,
+    /// The library the ids come from ([`TOKENIZERS_LIBRARY`] when built).
+    pub library: String,
+    /// A token put before every document.
+    pub bos: Option<String>,
+    /// A token put after every document.
+    pub eos: Option<String>,
+    /// `true`: text that spells a special token is that token; `false`
+    /// (default): it is ordinary text (Python: `encode_special_tokens = True`).
+    pub special_tokens: bool,
+    /// Run the tokenizer file's own post-processor (its template of special
+    /// tokens, e.g. `[CLS] ... [SEP]`); default `false`.
+    pub add_special_tokens: bool,
+    /// The loaded tokenizer, once the file has been read.
+    pub loaded: Option<Arc<Tokenizer>>,
+}
+
+impl PartialEq for Tokenize {
+    /// Two steps are equal when they mean the same: same file bytes, library
+    /// and options (not the same path or the same loaded object).
+    fn eq(&self, other: &Self) -> bool {
+        self.blake3 == other.blake3
+            && self.library == other.library
+            && self.bos == other.bos
+            && self.eos == other.eos
+            && self.special_tokens == other.special_tokens
+            && self.add_special_tokens == other.add_special_tokens
+    }
+}
+
+impl Tokenize {
+    /// Reads the tokenizer file at `path` (the step's `file` resolved),
+    /// records its blake3 and loads it with the step's options. The error
+    /// says what is wrong with the file or the options, naming the file.
+    pub fn load(&mut self, path: &Path) -> Result<(), String> {
+        let bytes = std::fs::read(path)
+            .map_err(|e| format!("cannot read the tokenizer file {}: {e}", path.display()))?;
+        self.load_bytes(&bytes, &path.display().to_string())
+    }
+
+    /// As [`Tokenize::load`], from the file's bytes; `name` names it in errors.
+    pub fn load_bytes(&mut self, bytes: &[u8], name: &str) -> Result<(), String> {
+        let hash = blake3::hash(bytes).to_hex().to_string();
+        if let Some(expected) = &self.blake3
+            && *expected != hash
+        {
+            return Err(format!(
+                "the tokenizer file {name} has blake3 {hash}, the artifact was built with {expected}"
+            ));
+        }
+        let tokenizer = Tokenizer::from_bytes(bytes, self).map_err(|e| format!("{name}: {e}"))?;
+        self.blake3 = Some(hash);
+        self.library = TOKENIZERS_LIBRARY.to_string();
+        self.loaded = Some(Arc::new(tokenizer));
+        Ok(())
+    }
+}
+
+/// A loaded tokenizer with a step's options applied: `encode` gives the ids
+/// a field stores (before `length` cuts or pads them).
+pub struct Tokenizer {
+    inner: tokenizers::Tokenizer,
+    add_special_tokens: bool,
+    bos: Option<u32>,
+    eos: Option<u32>,
+    max_id: u32,
+}
+
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokenizer")
+            .field("max_id", &self.max_id)
+            .field("bos", &self.bos)
+            .field("eos", &self.eos)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tokenizer {
+    /// Parses a `tokenizer.json` and applies `step`'s options. The file's
+    /// own truncation and padding are turned off: a field's `length` cuts
+    /// and pads.
+    pub fn from_bytes(bytes: &[u8], step: &Tokenize) -> Result<Tokenizer, String> {
+        let mut inner = tokenizers::Tokenizer::from_bytes(bytes)
+            .map_err(|e| format!("not a tokenizer file that {TOKENIZERS_LIBRARY} reads: {e}"))?;
+        inner
+            .with_truncation(None)
+            .map_err(|e| format!("cannot turn off the file's truncation: {e}"))?;
+        inner.with_padding(None);
+        inner.set_encode_special_tokens(!step.special_tokens);
+        let lookup = |key: &str, token: &Option<String>| -> Result<Option<u32>, String> {
+            match token {
+                None => Ok(None),
+                Some(t) => inner.token_to_id(t).map(Some).ok_or_else(|| {
+                    format!("{key} token {t:?} is not in the tokenizer's vocabulary")
+                }),
+            }
+        };
+        let bos = lookup("bos", &step.bos)?;
+        let eos = lookup("eos", &step.eos)?;
+        let max_id = inner
+            .get_vocab(true)
+            .values()
+            .copied()
+            .max()
+            .ok_or("the tokenizer's vocabulary is empty")?;
+        Ok(Tokenizer {
+            inner,
+            add_special_tokens: step.add_special_tokens,
+            bos,
+            eos,
+            max_id,
+        })
+    }
+
+    /// The largest id the tokenizer can give (added tokens included).
+    pub fn max_id(&self) -> u32 {
+        self.max_id
+    }
+
+    /// The ids of one document: bos, the text's tokens, eos.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        let mut out = Vec::new();
+        self.encode_into(text, &mut out)?;
+        Ok(out)
+    }
+
+    /// Appends the ids of one document (bos, tokens, eos) to `out`.
+    pub fn encode_into(&self, text: &str, out: &mut Vec<u32>) -> Result<(), String> {
+        out.extend(self.bos);
+        let enc = self
+            .inner
+            .encode_fast(text, self.add_special_tokens)
+            .map_err(|e| format!("the tokenizer failed: {e}"))?;
+        out.extend_from_slice(enc.get_ids());
+        out.extend(self.eos);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncation_never_splits_a_character() {
+        // "é" is 2 bytes, "€" 3, "😀" 4.
+        let s = "aé€😀";
+        assert_eq!(truncate_utf8(s, 100), s);
+        assert_eq!(truncate_utf8(s, 10), s);
+        assert_eq!(truncate_utf8(s, 9), "aé€");
+        assert_eq!(truncate_utf8(s, 7), "aé€");
+        assert_eq!(truncate_utf8(s, 6), "aé€");
+        assert_eq!(truncate_utf8(s, 5), "aé");
+        assert_eq!(truncate_utf8(s, 3), "aé");
+        assert_eq!(truncate_utf8(s, 2), "a");
+        assert_eq!(truncate_utf8(s, 1), "a");
+        assert_eq!(truncate_utf8(s, 0), "");
+    }
+
+    #[test]
+    fn the_lock_file_has_the_recorded_library_version() {
+        let lock = include_str!("../../Cargo.lock");
+        let version = TOKENIZERS_LIBRARY
+            .strip_prefix("tokenizers ")
+            .unwrap_or_default();
+        let entry = format!("name = \"tokenizers\"\nversion = \"{version}\"");
+        assert!(lock.contains(&entry), "Cargo.lock lacks {entry}");
+    }
+}
