@@ -438,7 +438,9 @@ fn a_null_text_and_a_number_column_are_row_errors() {
     rs[4]["title"] = json!(null);
     let p = Project::new(SPEC, &rs);
     let e = p.build().unwrap_err();
-    assert_has(&e, &["fields.title", "row 5", "null", "COALESCE"]);
+    // NDJSON inputs are named by file (their rows are not numbered; a
+    // Parquet or CSV input would add the row or line).
+    assert_has(&e, &["fields.title", "rows.jsonl", "null", "COALESCE"]);
 
     let p = Project::new(&tok_spec("t: { text: 8, column: id }"), &rows());
     let e = p.build().unwrap_err();
@@ -458,4 +460,49 @@ fn a_null_text_and_a_number_column_are_row_errors() {
         .map(|k| i64::from_le_bytes(rec[off + 8 * k..off + 8 * k + 8].try_into().unwrap()))
         .collect();
     assert_eq!(got, vec![1, 2, -1]);
+}
+
+/// Text tokenized and packed (`tokenize` + `pack:`): every window's pieces,
+/// read back, are the test tokenizer's ids of whole documents (bos and eos
+/// included), each document exactly once, in best-fit windows of 12 + 1.
+#[test]
+fn tokenized_text_packs_into_windows_of_whole_documents() {
+    let spec = "version: 1\nname: t\nsources:\n  t: { path: rows.jsonl }\nfields:\n  \
+                tok: { dtype: u32, column: title, transform: { tokenize: { file: tok/words.json, bos: \"<s>\", eos: \"</s>\" } } }\n\
+                pack: { length: 12, labels: true }\n";
+    let p = Project::new(spec, &rows());
+    let r = p.build().expect("build");
+    let ds = Dataset::open(&r.path).expect("open");
+    let mut want: Vec<Vec<u32>> = TITLES
+        .iter()
+        .map(|t| {
+            let mut ids = vec![1];
+            ids.extend(word_ids(t));
+            ids.push(2);
+            ids
+        })
+        .collect();
+    let mut got: Vec<Vec<u32>> = Vec::new();
+    for i in 0..ds.len() {
+        let toks = ds.field::<u32>(i, "tok").expect("tok");
+        let seg = ds.field::<i32>(i, "segment_ids").expect("seg");
+        assert_eq!(toks.len(), 13);
+        let mut last = 0;
+        for (t, s) in toks.iter().zip(seg) {
+            if *s == 0 {
+                continue;
+            }
+            if *s != last {
+                got.push(Vec::new());
+                last = *s;
+            }
+            got.last_mut().expect("piece").push(*t);
+        }
+    }
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+    let pack = &r.pack.as_ref().expect("pack report")["all"];
+    assert_eq!(pack["documents"].as_u64(), Some(TITLES.len() as u64));
+    assert_eq!(pack["split_documents"].as_u64(), Some(0));
 }

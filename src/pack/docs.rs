@@ -6,7 +6,8 @@
 //! negative id, or an id above `u32::MAX` is an error naming the row.
 
 use datafusion::arrow::array::ArrayRef;
-use tessera_transform::values::{Ints, Lists, ValueError};
+use tessera_transform::text::Tokenizer;
+use tessera_transform::values::{Ints, Lists, Strings, ValueError};
 
 /// A batch's documents, concatenated, and where each ends.
 #[derive(Debug, Default)]
@@ -57,6 +58,22 @@ pub fn from_lists(col: &ArrayRef) -> Result<Docs, ValueError> {
             })?;
             docs.ids.push(id);
         }
+        docs.ends.push(docs.ids.len());
+    }
+    Ok(docs)
+}
+
+/// Reads documents from a text column through a tokenizer.
+pub fn from_text(col: &ArrayRef, tok: &Tokenizer) -> Result<Docs, ValueError> {
+    let strings = Strings::read(col)?;
+    let mut docs = Docs::default();
+    for r in 0..col.len() {
+        let text = strings.get(r).ok_or_else(|| ValueError {
+            row: r,
+            message: "the document is null (filter such rows out, or COALESCE to '')".into(),
+        })?;
+        tok.encode_into(text, &mut docs.ids)
+            .map_err(|message| ValueError { row: r, message })?;
         docs.ends.push(docs.ids.len());
     }
     Ok(docs)

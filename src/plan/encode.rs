@@ -132,6 +132,8 @@ pub struct Encoder<'a> {
 struct PackSink {
     field: String,
     column: String,
+    /// The field's `tokenize` step, when it reads text.
+    tokenizer: Option<std::sync::Arc<tessera_transform::text::Tokenizer>>,
     streams: Vec<Option<StreamWriter>>,
 }
 
@@ -173,9 +175,16 @@ impl<'a> Encoder<'a> {
                     .iter()
                     .position(|f| f.name == p.field)
                     .unwrap_or(0);
+                let tokenizer = spec.fields.get(index).and_then(|f| {
+                    f.transforms.iter().find_map(|t| match t {
+                        crate::spec::Transform::Tokenize(t) => t.loaded.clone(),
+                        _ => None,
+                    })
+                });
                 PackSink {
                     field: p.field.clone(),
                     column: format!("__f{index}"),
+                    tokenizer,
                     streams: (0..n).map(|_| None).collect(),
                 }
             }),
@@ -241,7 +250,11 @@ impl<'a> Encoder<'a> {
             return Ok(());
         };
         let col = column(batch, &sink.column, &sink.field)?;
-        let docs = crate::pack::docs::from_lists(&col).map_err(|e| at.error(&sink.field, e))?;
+        let docs = match &sink.tokenizer {
+            Some(tok) => crate::pack::docs::from_text(&col, tok),
+            None => crate::pack::docs::from_lists(&col),
+        }
+        .map_err(|e| at.error(&sink.field, e))?;
         for r in 0..n {
             let s = splits.as_ref().map_or(0, |v| usize::from(v[r]));
             let w = match &mut sink.streams[s] {

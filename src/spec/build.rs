@@ -160,6 +160,7 @@ pub(super) fn build(root: &Node, file: &Path, abs_path: PathBuf) -> Result<Spec,
     let shards = read_shards(&ctx, &map)?;
     let chunks = read_chunks(&ctx, &map)?;
     let pack = super::pack::read_pack(&ctx, &map, &fields)?;
+    super::pack::check_token_lengths(&ctx, &map, &fields, pack.as_ref())?;
 
     Ok(Spec {
         path: abs_path,

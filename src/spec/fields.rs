@@ -280,17 +280,6 @@ fn read_field(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Field, SpecE
             }
             let placed = read_transforms(ctx, &owned)?;
             check_transforms(ctx, dtype, &placed)?;
-            if matches!(
-                placed.first().map(|p| &p.transform),
-                Some(Transform::Tokenize(_))
-            ) && length.is_none()
-            {
-                return Err(owned.item().error(
-                    ctx,
-                    "tokenize needs length: the number of token ids a record stores (longer \
-                     documents are cut, shorter ones padded with pad)",
-                ));
-            }
             placed.into_iter().map(|p| p.transform).collect()
         }
         None => Vec::new(),

@@ -17,6 +17,34 @@ const PACK_KEYS: &[&str] = &[
     "pad_id",
 ];
 
+/// A `tokenize` field stores `length` ids per record, unless it is the
+/// packed field (whose documents stay whole until packing).
+pub(super) fn check_token_lengths(
+    ctx: &Ctx<'_>,
+    top: &MapView<'_>,
+    fields: &[Field],
+    pack: Option<&PackOptions>,
+) -> Result<(), SpecError> {
+    for f in fields {
+        let packed = pack.is_some_and(|p| p.field == f.name);
+        if f.length.is_none() && !packed && f.transforms.iter().any(is_tokenize) {
+            let message = "tokenize needs length: the number of token ids a record stores \
+                           (longer documents are cut, shorter ones padded with pad), or a \
+                           pack: section that packs the field into windows";
+            if let Some(fo) = top.get_some("fields")
+                && let Ok(m) = fo.item().any_map(ctx)
+                && let Some(o) = m.get_some(&f.name)
+                && let Ok(fm) = o.item().any_map(ctx)
+                && let Some(t) = fm.get_some("transform")
+            {
+                return Err(t.item().error(ctx, message));
+            }
+            return Err(ctx.error(&format!("fields.{}", f.name), None, message));
+        }
+    }
+    Ok(())
+}
+
 /// Reads `pack:` (if present) and checks it against the fields.
 pub(super) fn read_pack(
     ctx: &Ctx<'_>,
