@@ -1,13 +1,13 @@
 //! Export of a packed token set as a Megatron-style indexed dataset: a
 //! `.bin` file of token ids and a `.idx` file that says where each sequence
-//! starts (docs/FORMAT.md, "Megatron export").
+//! starts (docs/FORMAT.md, section 16).
 //!
 //! Each window becomes one sequence and one document holding the window's
 //! token ids without its padding, so a Megatron job reading the pair at the
 //! packed length sees the windows tessera built. Layout of the `.idx` (all
 //! little-endian): the 9 bytes `MMIDIDX\0\0`, version `u64` = 1, the dtype
-//! code `u8`, the sequence count `u64`, the document count `u64` (sequences
-//! + 1), then the sequence lengths (`i32` each), the sequence byte offsets
+//! code `u8`, the sequence count `u64`, the document count `u64` (one more
+//! than the sequences), then the sequence lengths (`i32` each), the byte offsets
 //! in the `.bin` (`i64` each) and the document starts (`i64` each: 0, 1, ...).
 
 use std::io::{BufWriter, Write};
