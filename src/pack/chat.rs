@@ -33,7 +33,9 @@
 //! ships cover, except that those sometimes also cover the start of the
 //! reply's header (for example the newline after `<|im_start|>assistant`)
 //! that `add_generation_prompt` already writes: that text is the prompt the
-//! model is given at inference, so it is not trained on here.
+//! model is given at inference, so it is not trained on here. Templates that
+//! carry `{% generation %}` tags themselves render as usual (the tags write
+//! nothing); their mask follows the same rule.
 
 use std::fmt::Write as _;
 use std::ops::Range;
@@ -145,7 +147,7 @@ impl ChatTemplate {
         env.add_function("raise_exception", raise_exception);
         env.add_filter("tojson", tojson);
         env.add_filter("trim", trim_filter);
-        env.add_template_owned(TEMPLATE, source)
+        env.add_template_owned(TEMPLATE, without_generation_tags(&source))
             .map_err(|e| format!("chat template {origin}: {}", describe(&e)))?;
         Ok(ChatTemplate {
             env,
@@ -235,6 +237,27 @@ impl ChatTemplate {
         }
         Ok(Rendered { text, assistant })
     }
+}
+
+/// Replaces the `{% generation %}` / `{% endgeneration %}` tags (a
+/// `transformers` extension that marks assistant output, shipped by some
+/// models and by TRL's training templates) with a block that does nothing
+/// and has the same whitespace control, so the text renders as jinja2
+/// renders it. The mask still follows the rule of the module documentation.
+fn without_generation_tags(source: &str) -> String {
+    static TAG: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = TAG.get_or_init(|| {
+        regex::Regex::new(r"\{%([-+]?)\s*(end)?generation\s*([-+]?)%\}").expect("a valid pattern")
+    });
+    re.replace_all(source, |c: &regex::Captures| {
+        let tag = if c.get(2).is_some() {
+            "endif"
+        } else {
+            "if true"
+        };
+        format!("{{%{} {} {}%}}", &c[1], tag, &c[3])
+    })
+    .into_owned()
 }
 
 /// An error with its cause chain, on one line.
@@ -615,6 +638,18 @@ mod tests {
         let r = t.render(&c, "<s>", "</s>").unwrap();
         assert_eq!(r.text, "<s>[INST] héllo [/INST] ok </s>");
         assert_eq!(&r.text[r.assistant[0].clone()], " ok </s>");
+    }
+
+    #[test]
+    fn generation_tags_render_as_jinja2_renders_them() {
+        let src = "{% for m in messages %}{{ m.role }}:\n{% if m.role == 'assistant' %}\n  {%- generation -%}\n  {{ m.content }}!\n  {%- endgeneration %}\n{% else %}{{ m.content }}{% endif %}\n{% endfor %}";
+        let t = ChatTemplate::from_source("t", src.to_string()).unwrap();
+        let r = t
+            .render(&conv(&[("user", "q"), ("assistant", "a")]), "", "")
+            .unwrap();
+        // As jinja2 renders it (trim_blocks eats the newlines after tags).
+        assert_eq!(r.text, "user:\nqassistant:\na!");
+        assert_eq!(&r.text[r.assistant[0].clone()], "assistant:\na!");
     }
 
     #[test]
