@@ -167,11 +167,11 @@ fn trl_templates_render_as_jinja2() {
                     both_error += 1;
                     // A template's own exception carries its message.
                     let msg = expected["error"].as_str().unwrap_or_default();
-                    if let Some(m) = msg.strip_prefix("TemplateError: ") {
-                        if !e.contains(m) {
-                            all = false;
-                            failures.push(format!("{name}: python raised {m:?}, tessera: {e}"));
-                        }
+                    if let Some(m) = msg.strip_prefix("TemplateError: ")
+                        && !e.contains(m)
+                    {
+                        all = false;
+                        failures.push(format!("{name}: python raised {m:?}, tessera: {e}"));
                     }
                 }
                 (Some(_), Err(e)) => {

@@ -33,7 +33,10 @@
 //! ships cover, except that those sometimes also cover the start of the
 //! reply's header (for example the newline after `<|im_start|>assistant`)
 //! that `add_generation_prompt` already writes: that text is the prompt the
-//! model is given at inference, so it is not trained on here. Templates that
+//! model is given at inference, so it is not trained on here (tests/chat.rs
+//! compares the two on every TRL training template: the ends always agree,
+//! the starts agree except where a block also covers such a header part:
+//! `\n`, `<think>\n`, `<|start|>assistant`). Templates that
 //! carry `{% generation %}` tags themselves render as usual (the tags write
 //! nothing); their mask follows the same rule.
 
@@ -413,20 +416,18 @@ fn tojson(value: &Value, args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Err
     if opts.indent.is_some() {
         opts.item_sep = ",".to_string();
     }
-    if let Some(v) = get(2, "separators")? {
-        if !v.is_none() {
-            let parts: Vec<Value> = v.try_iter()?.collect();
-            match parts.as_slice() {
-                [a, b] if a.as_str().is_some() && b.as_str().is_some() => {
-                    opts.item_sep = a.as_str().unwrap_or_default().to_string();
-                    opts.key_sep = b.as_str().unwrap_or_default().to_string();
-                }
-                _ => {
-                    return Err(Error::new(
-                        ErrorKind::InvalidOperation,
-                        "tojson: separators is not a pair of strings",
-                    ));
-                }
+    if let Some(v) = get(2, "separators")?.filter(|v| !v.is_none()) {
+        let parts: Vec<Value> = v.try_iter()?.collect();
+        match parts.as_slice() {
+            [a, b] if a.as_str().is_some() && b.as_str().is_some() => {
+                opts.item_sep = a.as_str().unwrap_or_default().to_string();
+                opts.key_sep = b.as_str().unwrap_or_default().to_string();
+            }
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::InvalidOperation,
+                    "tojson: separators is not a pair of strings",
+                ));
             }
         }
     }
@@ -469,6 +470,9 @@ fn write_json(out: &mut String, v: &Value, opts: &JsonOptions, depth: usize) -> 
                 } else if f.is_infinite() {
                     out.push_str(if f > 0.0 { "Infinity" } else { "-Infinity" });
                 } else if f == f.trunc() && f.abs() < 1e16 {
+                    // Python's repr of a float: `2.0`. (Outside 1e-4..1e16
+                    // Python switches to exponents, which Rust does not; no
+                    // conversation carries floats.)
                     let _ = write!(out, "{f:.1}");
                 } else {
                     let _ = write!(out, "{f}");
@@ -689,6 +693,18 @@ mod tests {
             out,
             "{\"role\": \"user\", \"content\": \"x\"}|[\n  {\n    \"role\": \"user\",\n    \"content\": \"x\"\n  }\n]|\"\\u00e9\\\"\\n\"|{\"a\": [1.5, null, true], \"b\": 1}"
         );
+    }
+
+    #[test]
+    fn tojson_ensure_ascii_as_python() {
+        let src = "{{ messages[0].content | tojson(ensure_ascii=True) }}";
+        let t = ChatTemplate::from_source("t", src.to_string()).unwrap();
+        let out = t
+            .render_text(&conv(&[("user", "é\u{7f}😀")]), false, "", "")
+            .unwrap();
+        // json.dumps("é\x7f😀", ensure_ascii=True): all but ' '..='~' escaped
+        // (DEL too), the emoji as a surrogate pair.
+        assert_eq!(out, "\"\\u00e9\\u007f\\ud83d\\ude00\"");
     }
 
     #[test]
