@@ -180,7 +180,7 @@ fn flights_example_matches_the_real_column_names() {
         let columns = match &field.input {
             FieldInput::Column(c) => vec![c.clone()],
             FieldInput::Columns(cs) => cs.clone(),
-            FieldInput::Expr(_) => vec![],
+            FieldInput::Expr(_) | FieldInput::LengthOf(_) => vec![],
         };
         for c in columns {
             assert!(

@@ -110,7 +110,7 @@ fn key_naming(spec: &Spec, name: &str, quoted: bool) -> Option<String> {
         let named = match &f.input {
             FieldInput::Column(c) => c == name,
             FieldInput::Columns(cs) => cs.iter().any(|c| c == name),
-            FieldInput::Expr(_) => false,
+            FieldInput::Expr(_) | FieldInput::LengthOf(_) => false,
         };
         if named {
             return Some(format!("fields.{}", f.name));

@@ -38,6 +38,10 @@ fn pieces(spec: &Spec) -> Vec<(String, String)> {
             .into_iter()
             .map(|(sql, alias)| format!("{sql} AS {}", quote_ident(&alias)))
             .collect();
+        if items.is_empty() {
+            // A length_of field reads no SQL of its own.
+            continue;
+        }
         out.push((
             format!("fields.{}", chain.field.name),
             format!("SELECT {} {from}", items.join(", ")),
