@@ -23,6 +23,10 @@ pub use build::{
     parse_size,
 };
 pub use error::SpecError;
+pub use pack::{
+    Algorithm, DEFAULT_GROUP_DOCS, LOSS_MASK, MAX_LENGTH, Overflow, POSITIONS, PackOptions,
+    SEGMENT_IDS,
+};
 pub use read::SpecLocations;
 // The field model (a field's input, shape, nulls and transform steps) lives in
 // the transform crate, which the serving path shares; the spec calls the steps
@@ -59,7 +63,7 @@ pub struct Spec {
     /// How the chunked source is cut into build tasks.
     pub chunks: Chunks,
     /// Packing of a token field into windows (`pack:`).
-    pub pack: Option<crate::pack::PackOptions>,
+    pub pack: Option<PackOptions>,
     /// Where each key sits in the spec file, for errors found after parsing.
     pub locations: SpecLocations,
 }
