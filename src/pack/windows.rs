@@ -57,6 +57,12 @@ pub enum PackError {
     },
 }
 
+impl From<tessera_reader::Error> for PackError {
+    fn from(e: tessera_reader::Error) -> Self {
+        PackError::Io(e.to_string())
+    }
+}
+
 /// Packs the documents of split `split` (`name`), read from `streams` in
 /// order (each in `from`), into shards `{name}-packed-NNNNN.bin` in `dir`.
 #[allow(clippy::too_many_arguments)]
@@ -87,20 +93,15 @@ pub fn pack_split(
             slot @ None => {
                 let file = format!("{name}-packed-{seq:05}.bin");
                 seq += 1;
-                slot.insert(
-                    ShardWriter::create(dir, &file, layout)
-                        .map_err(|e| PackError::Io(e.to_string()))?,
-                )
+                slot.insert(ShardWriter::create(dir, &file, layout)?)
             }
         };
-        wr.write_records(&rec)
-            .map_err(|e| PackError::Io(e.to_string()))?;
+        wr.write_records(&rec)?;
         out.rows += 1;
         if wr.rows() >= target_rows
             && let Some(w) = writer.take()
         {
-            out.shards
-                .push(w.finish().map_err(|e| PackError::Io(e.to_string()))?);
+            out.shards.push(w.finish()?);
         }
         Ok(())
     };
@@ -119,8 +120,7 @@ pub fn pack_split(
     }
     out.stats = packer.finish(&mut sink)?;
     if let Some(w) = writer.take() {
-        out.shards
-            .push(w.finish().map_err(|e| PackError::Io(e.to_string()))?);
+        out.shards.push(w.finish()?);
     }
     Ok(out)
 }
@@ -195,6 +195,18 @@ mod tests {
     use super::super::{Algorithm, Overflow};
     use super::*;
 
+    fn opts(algorithm: Algorithm, length: u32, labels: bool) -> PackOptions {
+        PackOptions {
+            field: "ids".into(),
+            length,
+            algorithm,
+            labels,
+            overflow: Overflow::Split,
+            group_docs: 100,
+            pad_id: 0,
+        }
+    }
+
     #[test]
     fn windows_are_written_as_records_with_their_masks() {
         let dir = tempfile::tempdir().expect("tmp");
@@ -202,15 +214,7 @@ mod tests {
         sw.push(&[5, 6, 7]).expect("push");
         sw.push(&[8, 9]).expect("push");
         let info = sw.finish().expect("finish");
-        let opts = PackOptions {
-            field: "ids".into(),
-            length: 4,
-            algorithm: Algorithm::BestFit,
-            labels: true,
-            overflow: Overflow::Split,
-            group_docs: 100,
-            pad_id: 0,
-        };
+        let opts = opts(Algorithm::BestFit, 4, true);
         let layout = layout(&opts, DType::U16).expect("layout");
         let out = pack_split(
             &opts,
@@ -258,15 +262,7 @@ mod tests {
             (true, vec![0u8, 1, 1, 0, 1]),
             (false, vec![0, 0, 1, 1, 1, 1]),
         ] {
-            let opts = PackOptions {
-                field: "ids".into(),
-                length: if labels { 5 } else { 6 },
-                algorithm: Algorithm::Concat,
-                labels,
-                overflow: Overflow::Split,
-                group_docs: 100,
-                pad_id: 0,
-            };
+            let opts = opts(Algorithm::Concat, if labels { 5 } else { 6 }, labels);
             let layout = layout(&opts, DType::U32).expect("layout");
             let out = tempfile::tempdir().expect("tmp");
             let r = pack_split(
@@ -296,15 +292,7 @@ mod tests {
         let mut sw = StreamWriter::create(dir.path(), "s.bin", 0).expect("create");
         sw.push(&[70_000]).expect("push");
         let info = sw.finish().expect("finish");
-        let opts = PackOptions {
-            field: "ids".into(),
-            length: 4,
-            algorithm: Algorithm::Concat,
-            labels: false,
-            overflow: Overflow::Split,
-            group_docs: 100,
-            pad_id: 0,
-        };
+        let opts = opts(Algorithm::Concat, 4, false);
         let layout = layout(&opts, DType::U16).expect("layout");
         let err = pack_split(
             &opts,
