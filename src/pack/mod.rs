@@ -10,12 +10,14 @@
 //! alone: the same for any chunking, thread count or executor.
 
 pub mod algo;
-pub mod chat;
 pub mod docs;
 pub mod stream;
 pub mod windows;
 
 pub use algo::{PackStats, Packer, Window};
+// Chat templates live with the tokenizer in the transform crate, so the
+// serving path renders conversations as the build does.
+pub use tessera_transform::chat;
 
 // The options are the spec's (`pack:`), defined with the spec module so the
 // spec parser builds on its own (its fuzz target).

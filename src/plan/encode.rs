@@ -60,6 +60,10 @@ pub struct EncodeOutput {
     /// With `pack:`, the documents per split, for the commit to pack.
     #[serde(default)]
     pub streams: Vec<crate::pack::stream::StreamInfo>,
+    /// With `pack:` over conversations, those skipped per split
+    /// (`on_bad_mask: skip`); shorter than the splits when none were.
+    #[serde(default)]
+    pub skipped_conversations: Vec<u64>,
 }
 
 /// The output budget shared by a build's encode tasks (`--max-output`).
@@ -134,6 +138,9 @@ struct PackSink {
     column: String,
     /// The field's `tokenize` step, when it reads text.
     tokenizer: Option<std::sync::Arc<tessera_transform::text::Tokenizer>>,
+    /// The step's chat template, when it reads conversations, and whether
+    /// conversations with an all-zeros or all-ones mask are skipped.
+    chat: Option<(std::sync::Arc<tessera_transform::text::Chat>, bool)>,
     streams: Vec<Option<StreamWriter>>,
 }
 
@@ -175,16 +182,20 @@ impl<'a> Encoder<'a> {
                     .iter()
                     .position(|f| f.name == p.field)
                     .unwrap_or(0);
-                let tokenizer = spec.fields.get(index).and_then(|f| {
+                let step = spec.fields.get(index).and_then(|f| {
                     f.transforms.iter().find_map(|t| match t {
-                        crate::spec::Transform::Tokenize(t) => t.loaded.clone(),
+                        crate::spec::Transform::Tokenize(t) => Some(t),
                         _ => None,
                     })
                 });
                 PackSink {
                     field: p.field.clone(),
                     column: format!("__f{index}"),
-                    tokenizer,
+                    tokenizer: step.and_then(|t| t.loaded.clone()),
+                    chat: step.and_then(|t| {
+                        let chat = t.chat_template.as_ref()?.loaded.clone()?;
+                        Some((chat, t.skip_bad_masks))
+                    }),
                     streams: (0..n).map(|_| None).collect(),
                 }
             }),
@@ -250,13 +261,24 @@ impl<'a> Encoder<'a> {
             return Ok(());
         };
         let col = column(batch, &sink.column, &sink.field)?;
-        let docs = match &sink.tokenizer {
-            Some(tok) => crate::pack::docs::from_text(&col, tok),
-            None => crate::pack::docs::from_lists(&col),
+        let docs = match (&sink.tokenizer, &sink.chat) {
+            (Some(tok), Some((chat, skip))) => {
+                crate::pack::docs::from_chats(&col, tok, chat, *skip)
+            }
+            (Some(tok), None) => crate::pack::docs::from_text(&col, tok),
+            (None, _) => crate::pack::docs::from_lists(&col),
         }
         .map_err(|e| at.error(&sink.field, e))?;
+        let mut skipped = docs.skipped.iter().peekable();
         for r in 0..n {
             let s = splits.as_ref().map_or(0, |v| usize::from(v[r]));
+            if skipped.next_if_eq(&&r).is_some() {
+                if self.out.skipped_conversations.len() <= s {
+                    self.out.skipped_conversations.resize(s + 1, 0);
+                }
+                self.out.skipped_conversations[s] += 1;
+                continue;
+            }
             let w = match &mut sink.streams[s] {
                 Some(w) => w,
                 slot @ None => {
@@ -268,7 +290,11 @@ impl<'a> Encoder<'a> {
             if let Some(budget) = self.budget {
                 budget.take(4 * (doc.len() as u64 + 1))?;
             }
-            w.push(doc).map_err(stream_error)?;
+            match docs.train(r) {
+                [] => w.push(doc),
+                train => w.push_masked(doc, train),
+            }
+            .map_err(stream_error)?;
             self.bytes += 4 * (doc.len() as u64 + 1);
             self.out.rows_per_split[s] += 1;
         }

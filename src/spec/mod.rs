@@ -264,6 +264,12 @@ impl Spec {
                 let path = spec_dir.join(&tok.file);
                 tok.load(&path)
                     .map_err(|e| locations.error(&key, format!("tokenize: {e}")))?;
+                if let Some(chat) = &tok.chat_template {
+                    let key = format!("fields.{name}.transform.tokenize.chat_template");
+                    let path = spec_dir.join(&chat.file);
+                    tok.load_chat(&path)
+                        .map_err(|e| locations.error(&key, format!("tokenize: {e}")))?;
+                }
                 let max_id = tok.loaded.as_ref().map_or(0, |t| t.max_id());
                 if u128::from(max_id) > transforms::int_max(dtype) {
                     return Err(locations.error(

@@ -117,20 +117,29 @@ pub(super) fn check_token_lengths(
 ) -> Result<(), SpecError> {
     for f in fields {
         let packed = pack.is_some_and(|p| p.field == f.name);
-        if f.length.is_none() && !packed && f.transforms.iter().any(is_tokenize) {
-            let message = "tokenize needs length: the number of token ids a record stores \
-                           (longer documents are cut, shorter ones padded with pad), or a \
-                           pack: section that packs the field into windows";
-            if let Some(fo) = top.get_some("fields")
-                && let Ok(m) = fo.item().any_map(ctx)
-                && let Some(o) = m.get_some(&f.name)
-                && let Ok(fm) = o.item().any_map(ctx)
-                && let Some(t) = fm.get_some("transform")
-            {
-                return Err(t.item().error(ctx, message));
-            }
-            return Err(ctx.error(&format!("fields.{}", f.name), None, message));
+        let chat = f
+            .transforms
+            .iter()
+            .any(|t| matches!(t, super::Transform::Tokenize(tok) if tok.chat_template.is_some()));
+        let message = if chat && !packed {
+            "a tokenize step with a chat_template needs its field packed (pack: { field: \
+             NAME, ... }): the loss mask of the assistant turns is stored with the windows"
+        } else if f.length.is_none() && !packed && f.transforms.iter().any(is_tokenize) {
+            "tokenize needs length: the number of token ids a record stores (longer \
+             documents are cut, shorter ones padded with pad), or a pack: section that \
+             packs the field into windows"
+        } else {
+            continue;
+        };
+        if let Some(fo) = top.get_some("fields")
+            && let Ok(m) = fo.item().any_map(ctx)
+            && let Some(o) = m.get_some(&f.name)
+            && let Ok(fm) = o.item().any_map(ctx)
+            && let Some(t) = fm.get_some("transform")
+        {
+            return Err(t.item().error(ctx, message));
         }
+        return Err(ctx.error(&format!("fields.{}", f.name), None, message));
     }
     Ok(())
 }

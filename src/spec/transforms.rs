@@ -6,7 +6,7 @@ use super::suggest::did_you_mean;
 use super::yaml::Kind;
 use super::{SpecError, Transform};
 use tessera_reader::DType;
-use tessera_transform::text::Tokenize;
+use tessera_transform::text::{ChatTemplateFile, Tokenize};
 
 const TRANSFORM_NAMES: &[&str] = &[
     "log1p",
@@ -20,7 +20,15 @@ const TRANSFORM_NAMES: &[&str] = &[
 ];
 const CLIP_KEYS: &[&str] = &["min", "max"];
 const VOCAB_KEYS: &[&str] = &["min_count", "max_size", "oov"];
-const TOKENIZE_KEYS: &[&str] = &["file", "bos", "eos", "special_tokens", "add_special_tokens"];
+const TOKENIZE_KEYS: &[&str] = &[
+    "file",
+    "bos",
+    "eos",
+    "special_tokens",
+    "add_special_tokens",
+    "chat_template",
+    "on_bad_mask",
+];
 
 /// A transform as read, with where it was written.
 pub(super) struct Placed {
@@ -214,12 +222,60 @@ fn read_tokenize(ctx: &Ctx<'_>, item: &Item<'_>) -> Result<Transform, SpecError>
             None => Ok(false),
         }
     };
+    let chat_template = match map.get_some("chat_template") {
+        Some(owned) => Some(ChatTemplateFile {
+            file: owned.item().text(ctx)?.to_string(),
+            ..ChatTemplateFile::default()
+        }),
+        None => None,
+    };
+    // A template writes its turn markers (`<|im_start|>`) as special tokens,
+    // so with one they are read as such unless the spec says otherwise,
+    // which cannot work.
+    let special_tokens = match (map.get_some("special_tokens"), &chat_template) {
+        (Some(owned), Some(_)) => {
+            if !owned.item().boolean(ctx)? {
+                return Err(owned.item().error(
+                    ctx,
+                    "special_tokens cannot be false with a chat_template: the template writes \
+                     its turn markers as special tokens, which would become plain text",
+                ));
+            }
+            true
+        }
+        (None, Some(_)) => true,
+        _ => flag("special_tokens")?,
+    };
+    let skip_bad_masks = match map.get_some("on_bad_mask") {
+        None => false,
+        Some(owned) => {
+            let item = owned.item();
+            if chat_template.is_none() {
+                return Err(item.error(
+                    ctx,
+                    "on_bad_mask applies to conversations: it needs a chat_template",
+                ));
+            }
+            match item.string(ctx)? {
+                "error" => false,
+                "skip" => true,
+                other => {
+                    return Err(item.error(
+                        ctx,
+                        format!("unknown on_bad_mask {other:?}; use error or skip"),
+                    ));
+                }
+            }
+        }
+    };
     Ok(Transform::Tokenize(Tokenize {
         file,
         bos: token("bos")?,
         eos: token("eos")?,
-        special_tokens: flag("special_tokens")?,
+        special_tokens,
         add_special_tokens: flag("add_special_tokens")?,
+        chat_template,
+        skip_bad_masks,
         ..Tokenize::default()
     }))
 }

@@ -7,7 +7,7 @@
 //! written and read here, in one place, so what the compiler hashes and
 //! stores is exactly what the serving path reconstructs.
 
-use crate::text::Tokenize;
+use crate::text::{ChatTemplateFile, Tokenize};
 use serde_json::{Value, json};
 use tessera_reader::DType;
 
@@ -237,14 +237,22 @@ impl Step {
             } => json!({ "vocab": { "max_size": max_size, "min_count": min_count, "oov": oov } }),
             Step::OneHot { classes } => json!({ "one_hot": { "classes": classes } }),
             // The file's path is left out (its bytes are the meaning).
-            Step::Tokenize(t) => json!({ "tokenize": {
-                "add_special_tokens": t.add_special_tokens,
-                "blake3": t.blake3,
-                "bos": t.bos,
-                "eos": t.eos,
-                "library": t.library,
-                "special_tokens": t.special_tokens,
-            } }),
+            Step::Tokenize(t) => {
+                let mut args = json!({
+                    "add_special_tokens": t.add_special_tokens,
+                    "blake3": t.blake3,
+                    "bos": t.bos,
+                    "eos": t.eos,
+                    "library": t.library,
+                    "special_tokens": t.special_tokens,
+                });
+                // Conversations only: plain text keeps the form it had.
+                if let Some(chat) = &t.chat_template {
+                    args["chat_template"] = json!({ "blake3": chat.blake3 });
+                    args["on_bad_mask"] = json!(if t.skip_bad_masks { "skip" } else { "error" });
+                }
+                json!({ "tokenize": args })
+            }
         }
     }
 
@@ -306,6 +314,23 @@ impl Step {
                     special_tokens: flag("special_tokens")?,
                     add_special_tokens: flag("add_special_tokens")?,
                     loaded: None,
+                    chat_template: match args.get("chat_template") {
+                        None | Some(Value::Null) => None,
+                        Some(c) => Some(ChatTemplateFile {
+                            file: String::new(),
+                            blake3: match c.get("blake3") {
+                                Some(Value::String(h)) => Some(h.clone()),
+                                _ => return Err(at("chat_template lacks its blake3".into())),
+                            },
+                            loaded: None,
+                        }),
+                    },
+                    skip_bad_masks: match args.get("on_bad_mask") {
+                        None | Some(Value::Null) => false,
+                        Some(Value::String(v)) if v == "error" => false,
+                        Some(Value::String(v)) if v == "skip" => true,
+                        Some(v) => return Err(at(format!("on_bad_mask {v} is not error or skip"))),
+                    },
                 })
             }
             other => return Err(format!("unknown transform {other:?}")),

@@ -27,10 +27,12 @@
 //! [`values`] (checked conversions; [`decimal`], decimals to the nearest double), [`semantics`] (the stable hash, frozen
 //! statistics, per-value arithmetic), [`record`] (the encoding), [`split`]
 //! (split assignment), [`serving`] (the [`Transform`] of an artifact),
-//! [`export`] (the portable JSON export and its conformance cases).
+//! [`export`] (the portable JSON export and its conformance cases); [`text`]
+//! and [`chat`] (tokenizers and chat templates of `tokenize` steps).
 #![warn(missing_docs)]
 
 pub mod chain;
+pub mod chat;
 pub mod decimal;
 pub mod export;
 pub mod field;

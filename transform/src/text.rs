@@ -5,9 +5,13 @@
 //! A tokenizer is part of a field's meaning: the file's blake3 and the
 //! library's name and version ([`TOKENIZERS_LIBRARY`]) are in the field's
 //! canonical JSON, so they enter the artifact hash; the file's path does not.
+//! So does the blake3 of a chat template (conversations, [`crate::chat`]).
 
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
+
+use crate::chat::{ChatTemplate, Rendered};
 
 /// The tokenizer library and its exact version (pinned in Cargo.toml; a
 /// test checks the lock file agrees). Token ids have changed between
@@ -49,6 +53,36 @@ pub struct Tokenize {
     pub add_special_tokens: bool,
     /// The loaded tokenizer, once the file has been read.
     pub loaded: Option<Arc<Tokenizer>>,
+    /// Conversations: the chat template that renders a list of
+    /// `{role, content}` turns into the text tokenized.
+    pub chat_template: Option<ChatTemplateFile>,
+    /// Conversations: `true` skips (and counts) a conversation whose loss
+    /// mask is all zeros or all ones; `false` (default) stops the build
+    /// with an error naming the row.
+    pub skip_bad_masks: bool,
+}
+
+/// A `tokenize` step's chat template file.
+#[derive(Clone, Debug, Default)]
+pub struct ChatTemplateFile {
+    /// The file as the spec names it (relative to the spec's folder): a
+    /// Jinja file, or a Hugging Face `tokenizer_config.json`.
+    pub file: String,
+    /// blake3 of the file's bytes (hex), once read.
+    pub blake3: Option<String>,
+    /// The compiled template and the values of `bos_token` and `eos_token`.
+    pub loaded: Option<Arc<Chat>>,
+}
+
+/// A compiled chat template with the special tokens it is rendered with.
+#[derive(Debug)]
+pub struct Chat {
+    /// The template.
+    pub template: ChatTemplate,
+    /// `bos_token`: the step's `bos`, else the configuration's, else "".
+    pub bos: String,
+    /// `eos_token`: the step's `eos`, else the configuration's, else "".
+    pub eos: String,
 }
 
 impl PartialEq for Tokenize {
@@ -61,6 +95,9 @@ impl PartialEq for Tokenize {
             && self.eos == other.eos
             && self.special_tokens == other.special_tokens
             && self.add_special_tokens == other.add_special_tokens
+            && self.chat_template.as_ref().map(|c| &c.blake3)
+                == other.chat_template.as_ref().map(|c| &c.blake3)
+            && self.skip_bad_masks == other.skip_bad_masks
     }
 }
 
@@ -88,6 +125,45 @@ impl Tokenize {
         self.blake3 = Some(hash);
         self.library = TOKENIZERS_LIBRARY.to_string();
         self.loaded = Some(Arc::new(tokenizer));
+        Ok(())
+    }
+}
+
+impl Tokenize {
+    /// Reads the step's chat template at `path` (its `file` resolved):
+    /// records its blake3 and compiles it. `bos_token` and `eos_token` are
+    /// the step's `bos` and `eos` when given (with a template they are the
+    /// template's to place, not added around the text), else those of a
+    /// `tokenizer_config.json`.
+    pub fn load_chat(&mut self, path: &Path) -> Result<(), String> {
+        let bytes = std::fs::read(path)
+            .map_err(|e| format!("cannot read the chat template {}: {e}", path.display()))?;
+        self.load_chat_bytes(&bytes, &path.display().to_string())
+    }
+
+    /// As [`Tokenize::load_chat`], from the file's bytes; `name` is the
+    /// file's name (`.json`: a `tokenizer_config.json`).
+    pub fn load_chat_bytes(&mut self, bytes: &[u8], name: &str) -> Result<(), String> {
+        let hash = blake3::hash(bytes).to_hex().to_string();
+        let bos = self.bos.clone();
+        let eos = self.eos.clone();
+        let Some(chat) = &mut self.chat_template else {
+            return Err("the step has no chat template".into());
+        };
+        if let Some(expected) = &chat.blake3
+            && *expected != hash
+        {
+            return Err(format!(
+                "the chat template {name} has blake3 {hash}, the artifact was built with {expected}"
+            ));
+        }
+        let (template, tokens) = ChatTemplate::from_bytes(name, bytes)?;
+        chat.blake3 = Some(hash);
+        chat.loaded = Some(Arc::new(Chat {
+            template,
+            bos: bos.or(tokens.bos).unwrap_or_default(),
+            eos: eos.or(tokens.eos).unwrap_or_default(),
+        }));
         Ok(())
     }
 }
@@ -134,6 +210,12 @@ impl Tokenizer {
         };
         let bos = lookup("bos", &step.bos)?;
         let eos = lookup("eos", &step.eos)?;
+        // With a chat template, bos and eos are the template's to place.
+        let (bos, eos) = if step.chat_template.is_some() {
+            (None, None)
+        } else {
+            (bos, eos)
+        };
         let max_id = inner
             .get_vocab(true)
             .values()
@@ -172,6 +254,42 @@ impl Tokenizer {
         out.extend(self.eos);
         Ok(())
     }
+}
+
+impl Tokenizer {
+    /// Appends the ids of a rendered conversation to `ids` and a train bit
+    /// per token to `train`: 1 for a token whose text overlaps an assistant
+    /// range (as `transformers`' assistant mask marks every token holding a
+    /// character of the reply), 0 otherwise.
+    pub fn encode_chat(
+        &self,
+        rendered: &Rendered,
+        ids: &mut Vec<u32>,
+        train: &mut Vec<u8>,
+    ) -> Result<(), String> {
+        let enc = self
+            .inner
+            .encode(rendered.text.as_str(), self.add_special_tokens)
+            .map_err(|e| format!("the tokenizer failed: {e}"))?;
+        ids.extend_from_slice(enc.get_ids());
+        for &(start, end) in enc.get_offsets() {
+            train.push(u8::from(overlaps(&rendered.assistant, start, end)));
+        }
+        Ok(())
+    }
+}
+
+/// Whether `[start, end)` (a token's bytes; empty for a token the text
+/// does not spell, such as one a post-processor adds) overlaps one of
+/// `ranges`. A conversation has few turns, so a scan is enough.
+fn overlaps(ranges: &[Range<usize>], start: usize, end: usize) -> bool {
+    ranges.iter().any(|r| {
+        if end > start {
+            r.start < end && start < r.end
+        } else {
+            r.contains(&start)
+        }
+    })
 }
 
 #[cfg(test)]

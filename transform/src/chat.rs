@@ -69,6 +69,26 @@ pub struct Rendered {
     pub assistant: Vec<Range<usize>>,
 }
 
+/// The special tokens a `tokenizer_config.json` names, which its template
+/// reads as `bos_token` and `eos_token`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConfigTokens {
+    /// `bos_token`.
+    pub bos: Option<String>,
+    /// `eos_token`.
+    pub eos: Option<String>,
+}
+
+/// A special token of a `tokenizer_config.json`: a string, or an added
+/// token object `{"content": ...}`.
+fn config_token(json: &serde_json::Value, key: &str) -> Option<String> {
+    match json.get(key)? {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Object(m) => m.get("content")?.as_str().map(str::to_string),
+        _ => None,
+    }
+}
+
 impl std::fmt::Debug for ChatTemplate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ChatTemplate")
@@ -81,11 +101,9 @@ impl ChatTemplate {
     /// Loads a template from a file: a Hugging Face `tokenizer_config.json`
     /// when the name ends in `.json`, otherwise a Jinja template file.
     pub fn from_file(path: &Path) -> Result<Self, String> {
-        if path.extension().is_some_and(|e| e == "json") {
-            Self::from_tokenizer_config(path)
-        } else {
-            Self::from_jinja_file(path)
-        }
+        let bytes = std::fs::read(path)
+            .map_err(|e| format!("cannot read the chat template {}: {e}", path.display()))?;
+        Ok(Self::from_bytes(&path.display().to_string(), &bytes)?.0)
     }
 
     /// Loads a Jinja template file.
@@ -95,14 +113,36 @@ impl ChatTemplate {
         Self::from_source(&path.display().to_string(), source)
     }
 
-    /// Loads the `chat_template` of a Hugging Face `tokenizer_config.json`:
-    /// a string, or a list of `{name, template}` of which the one named
-    /// `default` is taken.
+    /// Loads the `chat_template` of a Hugging Face `tokenizer_config.json`.
     pub fn from_tokenizer_config(path: &Path) -> Result<Self, String> {
         let name = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
+        Ok(Self::from_config_text(&name, &text)?.0)
+    }
+
+    /// Compiles the template in a file's bytes; `name` is the file's name: a
+    /// name ending in `.json` is a Hugging Face `tokenizer_config.json`,
+    /// anything else a Jinja template. Also returns the configuration's
+    /// special tokens (none for a Jinja file).
+    pub fn from_bytes(name: &str, bytes: &[u8]) -> Result<(Self, ConfigTokens), String> {
+        let text = std::str::from_utf8(bytes)
+            .map_err(|e| format!("the chat template {name} is not UTF-8: {e}"))?;
+        if name.ends_with(".json") {
+            Self::from_config_text(name, text)
+        } else {
+            Ok((
+                Self::from_source(name, text.to_string())?,
+                ConfigTokens::default(),
+            ))
+        }
+    }
+
+    /// The `chat_template` of a `tokenizer_config.json`'s text: a string, or
+    /// a list of `{name, template}` of which the one named `default` is
+    /// taken; with the file's `bos_token` and `eos_token`.
+    fn from_config_text(name: &str, text: &str) -> Result<(Self, ConfigTokens), String> {
         let json: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| format!("{name}: not JSON: {e}"))?;
+            serde_json::from_str(text).map_err(|e| format!("{name}: not JSON: {e}"))?;
         let source = match json.get("chat_template") {
             Some(serde_json::Value::String(s)) => s.clone(),
             Some(serde_json::Value::Array(list)) => {
@@ -132,7 +172,14 @@ impl ChatTemplate {
             }
             None => return Err(format!("{name}: no chat_template key")),
         };
-        Self::from_source(&format!("{name} (chat_template)"), source)
+        let tokens = ConfigTokens {
+            bos: config_token(&json, "bos_token"),
+            eos: config_token(&json, "eos_token"),
+        };
+        Ok((
+            Self::from_source(&format!("{name} (chat_template)"), source)?,
+            tokens,
+        ))
     }
 
     /// Compiles a template from its source; `origin` names it in errors.
@@ -772,5 +819,23 @@ mod tests {
         assert!(e.contains("chat.jinja"), "{e}");
         let e = ChatTemplate::from_file(&dir.path().join("missing.jinja")).unwrap_err();
         assert!(e.contains("missing.jinja"), "{e}");
+    }
+
+    #[test]
+    fn a_config_gives_its_special_tokens_as_string_or_added_token() {
+        let config =
+            br#"{"chat_template": "{{ bos_token }}{{ messages[0].content }}{{ eos_token }}",
+            "bos_token": {"content": "<s>", "lstrip": false}, "eos_token": "</s>"}"#;
+        let (t, tokens) = ChatTemplate::from_bytes("tokenizer_config.json", config).unwrap();
+        assert_eq!(tokens.bos.as_deref(), Some("<s>"));
+        assert_eq!(tokens.eos.as_deref(), Some("</s>"));
+        let text = t
+            .render_text(&conv(&[("user", "q")]), false, "<s>", "</s>")
+            .unwrap();
+        assert_eq!(text, "<s>q</s>");
+        let (_, none) = ChatTemplate::from_bytes("chat.jinja", b"{{ bos_token }}").unwrap();
+        assert_eq!(none, ConfigTokens::default());
+        let e = ChatTemplate::from_bytes("chat.jinja", b"\xff").unwrap_err();
+        assert!(e.contains("chat.jinja") && e.contains("UTF-8"), "{e}");
     }
 }
