@@ -85,15 +85,53 @@ pub fn from_lists(col: &ArrayRef) -> Result<Docs, ValueError> {
 /// Reads documents from a text column through a tokenizer.
 pub fn from_text(col: &ArrayRef, tok: &Tokenizer) -> Result<Docs, ValueError> {
     let strings = Strings::read(col)?;
-    let mut docs = Docs::default();
-    for r in 0..col.len() {
+    per_row(col.len(), |r, ids, _train| {
         let text = strings.get(r).ok_or_else(|| ValueError {
             row: r,
             message: "the document is null (filter such rows out, or COALESCE to '')".into(),
         })?;
-        tok.encode_into(text, &mut docs.ids)
+        tok.encode_into(text, ids)
             .map_err(|message| ValueError { row: r, message })?;
-        docs.ends.push(docs.ids.len());
+        Ok(true)
+    })
+}
+
+/// Rows per piece of a batch tokenized on one thread.
+const ROWS_PER_PIECE: usize = 64;
+
+/// Runs `row` for each of `n` rows on the build's threads, in pieces of
+/// consecutive rows, and joins the pieces in row order, so the documents
+/// do not depend on the thread count. `row(r, ids, train)` appends row
+/// `r`'s ids (and train bits, for conversations) and returns `false` for a
+/// row left out (its document empty, its index in `skipped`). The first
+/// error in row order wins.
+fn per_row<F>(n: usize, row: F) -> Result<Docs, ValueError>
+where
+    F: Fn(usize, &mut Vec<u32>, &mut Vec<u8>) -> Result<bool, ValueError> + Sync,
+{
+    use rayon::prelude::*;
+    let pieces: Vec<Result<Docs, ValueError>> = (0..n.div_ceil(ROWS_PER_PIECE))
+        .into_par_iter()
+        .map(|p| {
+            let mut piece = Docs::default();
+            for r in p * ROWS_PER_PIECE..((p + 1) * ROWS_PER_PIECE).min(n) {
+                let kept = row(r, &mut piece.ids, &mut piece.train)?;
+                if !kept {
+                    piece.skipped.push(r);
+                }
+                piece.ends.push(piece.ids.len());
+            }
+            Ok(piece)
+        })
+        .collect();
+    let mut docs = Docs::default();
+    for piece in pieces {
+        let piece = piece?;
+        let base = docs.ids.len();
+        docs.ids.extend_from_slice(&piece.ids);
+        docs.train.extend_from_slice(&piece.train);
+        docs.ends.extend(piece.ends.iter().map(|e| base + e));
+        docs.skipped.extend_from_slice(&piece.skipped);
     }
     Ok(docs)
 }
@@ -110,18 +148,17 @@ pub fn from_chats(
     skip_bad: bool,
 ) -> Result<Docs, ValueError> {
     let turns = Turns::read(col)?;
-    let mut docs = Docs::default();
-    let mut messages = Vec::new();
-    for r in 0..col.len() {
+    per_row(col.len(), |r, ids, train| {
+        let mut messages = Vec::new();
         turns.row(r, &mut messages)?;
         let rendered = chat
             .template
             .render(&messages, &chat.bos, &chat.eos)
             .map_err(|message| ValueError { row: r, message })?;
-        let start = docs.ids.len();
-        tok.encode_chat(&rendered, &mut docs.ids, &mut docs.train)
+        let start = ids.len();
+        tok.encode_chat(&rendered, ids, train)
             .map_err(|message| ValueError { row: r, message })?;
-        let bits = &docs.train[start..];
+        let bits = &train[start..];
         let bad = if bits.iter().all(|&b| b == 0) {
             Some(
                 "the conversation's loss mask is all zeros: no token is in an assistant reply \
@@ -135,20 +172,19 @@ pub fn from_chats(
         } else {
             None
         };
-        if let Some(message) = bad {
-            if !skip_bad {
-                return Err(ValueError {
-                    row: r,
-                    message: message.into(),
-                });
+        match bad {
+            None => Ok(true),
+            Some(message) if !skip_bad => Err(ValueError {
+                row: r,
+                message: message.into(),
+            }),
+            Some(_) => {
+                ids.truncate(start);
+                train.truncate(start);
+                Ok(false)
             }
-            docs.ids.truncate(start);
-            docs.train.truncate(start);
-            docs.skipped.push(r);
         }
-        docs.ends.push(docs.ids.len());
-    }
-    Ok(docs)
+    })
 }
 
 /// A column of conversations: per row, a list of `{role, content}` structs

@@ -36,6 +36,7 @@ pub mod chat;
 pub mod decimal;
 pub mod export;
 pub mod field;
+pub mod pretok;
 pub mod record;
 pub mod semantics;
 pub mod serving;

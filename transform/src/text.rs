@@ -168,10 +168,35 @@ impl Tokenize {
     }
 }
 
+/// Pieces remembered per thread before the cache starts over.
+const PIECES_MAX: usize = 1 << 20;
+
+thread_local! {
+    /// Per thread: the tokenizer whose pieces are remembered, and each
+    /// piece's ids.
+    static PIECES: std::cell::RefCell<(u64, std::collections::HashMap<String, Vec<u32>>)> =
+        std::cell::RefCell::new((0, std::collections::HashMap::new()));
+}
+
+/// The library's tokenizer with the faster pre-tokenizer of
+/// [`crate::pretok`] (the same splits) where the file's allows it.
+type Inner = tokenizers::TokenizerImpl<
+    tokenizers::ModelWrapper,
+    tokenizers::NormalizerWrapper,
+    crate::pretok::PreTok,
+    tokenizers::PostProcessorWrapper,
+    tokenizers::DecoderWrapper,
+>;
+
 /// A loaded tokenizer with a step's options applied: `encode` gives the ids
 /// a field stores (before `length` cuts or pads them).
 pub struct Tokenizer {
-    inner: tokenizers::Tokenizer,
+    inner: Inner,
+    /// This tokenizer's key in the per-thread cache of pieces.
+    id: u64,
+    /// Whether [`Tokenizer::encode_pieces`] gives the library's ids: no
+    /// post-processor ids asked for, and a model without randomness.
+    pieces_cached: bool,
     add_special_tokens: bool,
     bos: Option<u32>,
     eos: Option<u32>,
@@ -193,7 +218,7 @@ impl Tokenizer {
     /// own truncation and padding are turned off: a field's `length` cuts
     /// and pads.
     pub fn from_bytes(bytes: &[u8], step: &Tokenize) -> Result<Tokenizer, String> {
-        let mut inner = tokenizers::Tokenizer::from_bytes(bytes)
+        let mut inner = Inner::from_bytes(bytes)
             .map_err(|e| format!("not a tokenizer file that {TOKENIZERS_LIBRARY} reads: {e}"))?;
         inner
             .with_truncation(None)
@@ -222,7 +247,15 @@ impl Tokenizer {
             .copied()
             .max()
             .ok_or("the tokenizer's vocabulary is empty")?;
+        // BPE dropout samples merges: the same piece can give other ids.
+        let dropout = match inner.get_model() {
+            tokenizers::ModelWrapper::BPE(bpe) => bpe.dropout.is_some_and(|d| d > 0.0),
+            _ => false,
+        };
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Ok(Tokenizer {
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            pieces_cached: !dropout && !step.add_special_tokens,
             inner,
             add_special_tokens: step.add_special_tokens,
             bos,
@@ -246,13 +279,80 @@ impl Tokenizer {
     /// Appends the ids of one document (bos, tokens, eos) to `out`.
     pub fn encode_into(&self, text: &str, out: &mut Vec<u32>) -> Result<(), String> {
         out.extend(self.bos);
-        let enc = self
-            .inner
-            .encode_fast(text, self.add_special_tokens)
-            .map_err(|e| format!("the tokenizer failed: {e}"))?;
-        out.extend_from_slice(enc.get_ids());
+        if self.pieces_cached {
+            self.encode_pieces(text, out)
+                .map_err(|e| format!("the tokenizer failed: {e}"))?;
+        } else {
+            let enc = self
+                .inner
+                .encode_fast(text, self.add_special_tokens)
+                .map_err(|e| format!("the tokenizer failed: {e}"))?;
+            out.extend_from_slice(enc.get_ids());
+        }
         out.extend(self.eos);
         Ok(())
+    }
+
+    /// The library's encoding, step by step, with the model's ids for each
+    /// pre-tokenized piece remembered per thread: the same ids as
+    /// `encode_fast` (the model is a function of the piece's text, and with
+    /// `add_special_tokens` off the post-processor adds no ids), without
+    /// building an `Encoding` (a string per token) for every document.
+    fn encode_pieces(&self, text: &str, out: &mut Vec<u32>) -> tokenizers::Result<()> {
+        use tokenizers::{Model, OffsetReferential, OffsetType, PreTokenizer};
+        let mut pre = self
+            .inner
+            .get_added_vocabulary()
+            .extract_and_normalize(self.inner.get_normalizer(), text);
+        let direct = self.inner.get_pre_tokenizer().and_then(|p| p.direct());
+        if direct.is_none()
+            && let Some(p) = self.inner.get_pre_tokenizer()
+        {
+            p.pre_tokenize(&mut pre)?;
+        }
+        let mut pieces = Vec::new();
+        let mut mapped = String::new();
+        PIECES.with(|cell| -> tokenizers::Result<()> {
+            let mut cache = cell.borrow_mut();
+            if cache.0 != self.id || cache.1.len() > PIECES_MAX {
+                cache.0 = self.id;
+                cache.1.clear();
+            }
+            for (piece, _, tokens) in pre.get_splits(OffsetReferential::Original, OffsetType::None)
+            {
+                if let Some(tokens) = tokens {
+                    out.extend(tokens.iter().map(|t| t.id));
+                } else if let Some(patterns) = &direct {
+                    // Splits and the byte mapping done here; a piece is
+                    // remembered by its text before the mapping.
+                    crate::pretok::split_pieces(patterns, piece, &mut pieces)?;
+                    for p in &pieces {
+                        if let Some(ids) = cache.1.get(*p) {
+                            out.extend_from_slice(ids);
+                            continue;
+                        }
+                        crate::pretok::map_bytes(p, &mut mapped);
+                        let model = self.inner.get_model();
+                        let ids: Vec<u32> = model.tokenize(&mapped)?.iter().map(|t| t.id).collect();
+                        out.extend_from_slice(&ids);
+                        cache.1.insert(p.to_string(), ids);
+                    }
+                } else if let Some(ids) = cache.1.get(piece) {
+                    out.extend_from_slice(ids);
+                } else {
+                    let ids: Vec<u32> = self
+                        .inner
+                        .get_model()
+                        .tokenize(piece)?
+                        .iter()
+                        .map(|t| t.id)
+                        .collect();
+                    out.extend_from_slice(&ids);
+                    cache.1.insert(piece.to_string(), ids);
+                }
+            }
+            Ok(())
+        })
     }
 }
 
