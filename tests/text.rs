@@ -355,6 +355,28 @@ fn tokenizer_errors_name_the_field_and_the_file() {
     )
     .unwrap();
     Spec::load(&p.spec()).expect("u32 holds the ids");
+
+    // A rank file needs a known encoding and has no post-processor.
+    let e = spec_error(&tok_spec(
+        "tok: { dtype: u32, column: title, length: 4, transform: { tokenize: { file: tok/words.json, encoding: gpt9 } } }",
+    ));
+    assert_has(
+        &e,
+        &[
+            "fields.tok",
+            "unknown tiktoken encoding \"gpt9\"",
+            "cl100k_base",
+        ],
+    );
+    let e = spec_error(&tok_spec(
+        "tok: { dtype: u32, column: title, length: 4, transform: { tokenize: { file: tok/words.json, encoding: cl100k_base, add_special_tokens: true } } }",
+    ));
+    assert_has(&e, &["fields.tok", "add_special_tokens", "rank file"]);
+    // A tokenizer.json read as a rank file names the line at fault.
+    let e = spec_error(&tok_spec(
+        "tok: { dtype: u32, column: title, length: 4, transform: { tokenize: { file: tok/words.json, encoding: r50k_base } } }",
+    ));
+    assert_has(&e, &["fields.tok", "words.json", "line 1", "BASE64 RANK"]);
 }
 
 #[test]

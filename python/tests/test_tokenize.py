@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import glob
 import importlib.util
+import json
 import os
+import subprocess
 import sysconfig
 from typing import Dict, List
 
@@ -187,3 +189,62 @@ def test_ids_equal_the_python_tokenizers_package(
     assert (differs > 0) == special
     total = sum(len(w) for w in want)
     assert total > 100_000  # a real corpus, not a handful of rows
+
+
+def tiktoken_rank_file(name: str) -> str:
+    """The rank file `name`.tiktoken as the `tiktoken-rs` crate ships it (the
+    crates registry; cargo knows where its sources are)."""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        meta = subprocess.run(["cargo", "metadata", "--offline", "--format-version", "1"], cwd=repo,
+                              capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        pytest.fail(f"cargo metadata failed ({e}); the rank files come from the tiktoken-rs crate's sources")
+    pkg = next(p for p in json.loads(meta)["packages"] if p["name"] == "tiktoken-rs")
+    return os.path.join(os.path.dirname(pkg["manifest_path"]), "assets", f"{name}.tiktoken")
+
+
+@pytest.mark.parametrize("special", [False, True], ids=["special_tokens_off", "special_tokens_on"])
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base", "r50k_base"])
+def test_rank_file_ids_equal_the_tiktoken_package(tmp_path: "os.PathLike[str]", encoding: str, special: bool) -> None:
+    """A tiktoken rank file (`encoding:`) gives the ids OpenAI's `tiktoken`
+    package gives for the same file, its own pattern and special tokens."""
+    package_dir("tiktoken")
+    import hashlib
+
+    import tiktoken
+    import tiktoken.load
+    import tiktoken_ext.openai_public as public
+
+    path = tiktoken_rank_file(encoding)
+    hashes: Dict[str, str] = {}
+
+    def local(url: str, expected_hash: str = "") -> Dict[bytes, int]:
+        hashes[url] = expected_hash
+        return tiktoken.load.load_tiktoken_bpe(path)
+
+    public.load_tiktoken_bpe = local  # the package's own definition, with the local file
+    params = getattr(public, encoding)()
+    # The crate's file is the one the package names (its sha256).
+    with open(path, "rb") as f:
+        assert hashlib.sha256(f.read()).hexdigest() == next(iter(hashes.values()))
+    enc = tiktoken.Encoding(**params)
+    end = "<|endoftext|>"
+    docs = HANDWRITTEN + [f"before {end} after", end + end, f"glued{end}glued", end[:-1]] + code() + shakespeare()[:3000]
+    encode = (lambda d: enc.encode(d, allowed_special="all")) if special else enc.encode_ordinary
+    want = [[*encode(d), params["special_tokens"][end]] for d in docs]
+    length = max(len(w) for w in want)
+    data = os.path.join(str(tmp_path), "docs.parquet")
+    pq.write_table(pa.table({"text": pa.array(docs, pa.string())}), data)
+    spec = os.path.join(str(tmp_path), "spec.yaml")
+    with open(spec, "w", encoding="utf-8") as f:
+        f.write(f"version: 1\nname: ranks\nsources:\n  docs: {{ path: {data} }}\nfields:\n"
+                f"  ids: {{ dtype: u32, column: text, length: {length}, pad: 0, transform: {{ tokenize: "
+                f"{{ file: \"{path}\", encoding: {encoding}, eos: \"{end}\", special_tokens: {str(special).lower()} }} }} }}\n"
+                f"  n: {{ dtype: u32, length_of: ids }}\n")
+    ds = tessera.open(tessera.build(spec, cache_dir=os.path.join(str(tmp_path), "cache")))
+    batch = next(iter(ds.loader(batch_size=len(ds), shuffle=False, drop_last=False)))
+    ids, n = np.asarray(batch["ids"]), np.asarray(batch["n"])
+    bad = [i for i, w in enumerate(want) if n[i] != len(w) or ids[i][: len(w)].tolist() != w]
+    assert not bad, f"{len(bad)} of {len(docs)} rows differ from tiktoken {tiktoken.__version__}; first {docs[bad[0]][:60]!r}"
+    assert "tiktoken-rs 0.12.1" in json.dumps(ds.manifest["spec"])

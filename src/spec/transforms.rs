@@ -28,6 +28,7 @@ const TOKENIZE_KEYS: &[&str] = &[
     "add_special_tokens",
     "chat_template",
     "on_bad_mask",
+    "encoding",
 ];
 
 /// A transform as read, with where it was written.
@@ -268,12 +269,38 @@ fn read_tokenize(ctx: &Ctx<'_>, item: &Item<'_>) -> Result<Transform, SpecError>
             }
         }
     };
+    let encoding = match map.get_some("encoding") {
+        None => None,
+        Some(owned) => {
+            let item = owned.item();
+            let name = item.string(ctx)?;
+            if !tessera_transform::ranks::ENCODINGS.contains(&name) {
+                return Err(item.error(
+                    ctx,
+                    format!(
+                        "unknown tiktoken encoding {name:?}; use one of {}",
+                        tessera_transform::ranks::ENCODINGS.join(", ")
+                    ),
+                ));
+            }
+            Some(name.to_string())
+        }
+    };
+    let add_special_tokens = flag("add_special_tokens")?;
+    if add_special_tokens && encoding.is_some() {
+        return Err(item.error(
+            ctx,
+            "add_special_tokens runs a tokenizer.json's post-processor; a tiktoken rank file \
+             (encoding) has none: use bos and eos",
+        ));
+    }
     Ok(Transform::Tokenize(Tokenize {
         file,
         bos: token("bos")?,
         eos: token("eos")?,
         special_tokens,
-        add_special_tokens: flag("add_special_tokens")?,
+        add_special_tokens,
+        encoding,
         chat_template,
         skip_bad_masks,
         ..Tokenize::default()

@@ -246,7 +246,11 @@ impl Step {
                     "library": t.library,
                     "special_tokens": t.special_tokens,
                 });
-                // Conversations only: plain text keeps the form it had.
+                // Rank files and conversations only: other steps keep the
+                // form they had.
+                if let Some(encoding) = &t.encoding {
+                    args["encoding"] = json!(encoding);
+                }
                 if let Some(chat) = &t.chat_template {
                     args["chat_template"] = json!({ "blake3": chat.blake3 });
                     args["on_bad_mask"] = json!(if t.skip_bad_masks { "skip" } else { "error" });
@@ -325,6 +329,7 @@ impl Step {
                             loaded: None,
                         }),
                     },
+                    encoding: text("encoding")?,
                     skip_bad_masks: match args.get("on_bad_mask") {
                         None | Some(Value::Null) => false,
                         Some(Value::String(v)) if v == "error" => false,

@@ -37,6 +37,7 @@ pub mod decimal;
 pub mod export;
 pub mod field;
 pub mod pretok;
+pub mod ranks;
 pub mod record;
 pub mod semantics;
 pub mod serving;

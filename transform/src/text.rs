@@ -53,6 +53,9 @@ pub struct Tokenize {
     pub add_special_tokens: bool,
     /// The loaded tokenizer, once the file has been read.
     pub loaded: Option<Arc<Tokenizer>>,
+    /// A tiktoken rank file's encoding (`cl100k_base`, ...): the file is a
+    /// rank file, tokenized with that encoding's pattern and special tokens.
+    pub encoding: Option<String>,
     /// Conversations: the chat template that renders a list of
     /// `{role, content}` turns into the text tokenized.
     pub chat_template: Option<ChatTemplateFile>,
@@ -98,6 +101,7 @@ impl PartialEq for Tokenize {
             && self.chat_template.as_ref().map(|c| &c.blake3)
                 == other.chat_template.as_ref().map(|c| &c.blake3)
             && self.skip_bad_masks == other.skip_bad_masks
+            && self.encoding == other.encoding
     }
 }
 
@@ -123,7 +127,12 @@ impl Tokenize {
         }
         let tokenizer = Tokenizer::from_bytes(bytes, self).map_err(|e| format!("{name}: {e}"))?;
         self.blake3 = Some(hash);
-        self.library = TOKENIZERS_LIBRARY.to_string();
+        self.library = if self.encoding.is_some() {
+            crate::ranks::TIKTOKEN_LIBRARY
+        } else {
+            TOKENIZERS_LIBRARY
+        }
+        .to_string();
         self.loaded = Some(Arc::new(tokenizer));
         Ok(())
     }
@@ -188,10 +197,18 @@ type Inner = tokenizers::TokenizerImpl<
     tokenizers::DecoderWrapper,
 >;
 
+/// Where the ids come from.
+enum Backend {
+    /// A Hugging Face `tokenizer.json`.
+    Library(Box<Inner>),
+    /// A tiktoken rank file.
+    Ranks(Box<crate::ranks::RankTokenizer>),
+}
+
 /// A loaded tokenizer with a step's options applied: `encode` gives the ids
 /// a field stores (before `length` cuts or pads them).
 pub struct Tokenizer {
-    inner: Inner,
+    backend: Backend,
     /// This tokenizer's key in the per-thread cache of pieces.
     id: u64,
     /// Whether [`Tokenizer::encode_pieces`] gives the library's ids: no
@@ -218,6 +235,9 @@ impl Tokenizer {
     /// own truncation and padding are turned off: a field's `length` cuts
     /// and pads.
     pub fn from_bytes(bytes: &[u8], step: &Tokenize) -> Result<Tokenizer, String> {
+        if let Some(encoding) = &step.encoding {
+            return Self::from_ranks(bytes, encoding, step);
+        }
         let mut inner = Inner::from_bytes(bytes)
             .map_err(|e| format!("not a tokenizer file that {TOKENIZERS_LIBRARY} reads: {e}"))?;
         inner
@@ -256,11 +276,40 @@ impl Tokenizer {
         Ok(Tokenizer {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             pieces_cached: !dropout && !step.add_special_tokens,
-            inner,
+            backend: Backend::Library(Box::new(inner)),
             add_special_tokens: step.add_special_tokens,
             bos,
             eos,
             max_id,
+        })
+    }
+
+    /// A tiktoken rank file for `encoding`; `bos` and `eos` name its
+    /// special tokens.
+    fn from_ranks(bytes: &[u8], encoding: &str, step: &Tokenize) -> Result<Tokenizer, String> {
+        let ranks = crate::ranks::RankTokenizer::from_bytes(bytes, encoding, step.special_tokens)?;
+        let lookup = |key: &str, token: &Option<String>| -> Result<Option<u32>, String> {
+            match token {
+                None => Ok(None),
+                Some(t) => ranks.special_id(t).map(Some).ok_or_else(|| {
+                    format!("{key} token {t:?} is not a special token of {encoding}")
+                }),
+            }
+        };
+        let (bos, eos) = (lookup("bos", &step.bos)?, lookup("eos", &step.eos)?);
+        let (bos, eos) = if step.chat_template.is_some() {
+            (None, None)
+        } else {
+            (bos, eos)
+        };
+        Ok(Tokenizer {
+            id: 0,
+            pieces_cached: false,
+            add_special_tokens: false,
+            bos,
+            eos,
+            max_id: ranks.max_id(),
+            backend: Backend::Ranks(Box::new(ranks)),
         })
     }
 
@@ -279,15 +328,18 @@ impl Tokenizer {
     /// Appends the ids of one document (bos, tokens, eos) to `out`.
     pub fn encode_into(&self, text: &str, out: &mut Vec<u32>) -> Result<(), String> {
         out.extend(self.bos);
-        if self.pieces_cached {
-            self.encode_pieces(text, out)
-                .map_err(|e| format!("the tokenizer failed: {e}"))?;
-        } else {
-            let enc = self
-                .inner
-                .encode_fast(text, self.add_special_tokens)
-                .map_err(|e| format!("the tokenizer failed: {e}"))?;
-            out.extend_from_slice(enc.get_ids());
+        match &self.backend {
+            Backend::Ranks(r) => out.extend(r.encode(text)?),
+            Backend::Library(inner) if self.pieces_cached => {
+                self.encode_pieces(inner, text, out)
+                    .map_err(|e| format!("the tokenizer failed: {e}"))?
+            }
+            Backend::Library(inner) => {
+                let enc = inner
+                    .encode_fast(text, self.add_special_tokens)
+                    .map_err(|e| format!("the tokenizer failed: {e}"))?;
+                out.extend_from_slice(enc.get_ids());
+            }
         }
         out.extend(self.eos);
         Ok(())
@@ -298,15 +350,19 @@ impl Tokenizer {
     /// `encode_fast` (the model is a function of the piece's text, and with
     /// `add_special_tokens` off the post-processor adds no ids), without
     /// building an `Encoding` (a string per token) for every document.
-    fn encode_pieces(&self, text: &str, out: &mut Vec<u32>) -> tokenizers::Result<()> {
+    fn encode_pieces(
+        &self,
+        inner: &Inner,
+        text: &str,
+        out: &mut Vec<u32>,
+    ) -> tokenizers::Result<()> {
         use tokenizers::{Model, OffsetReferential, OffsetType, PreTokenizer};
-        let mut pre = self
-            .inner
+        let mut pre = inner
             .get_added_vocabulary()
-            .extract_and_normalize(self.inner.get_normalizer(), text);
-        let direct = self.inner.get_pre_tokenizer().and_then(|p| p.direct());
+            .extract_and_normalize(inner.get_normalizer(), text);
+        let direct = inner.get_pre_tokenizer().and_then(|p| p.direct());
         if direct.is_none()
-            && let Some(p) = self.inner.get_pre_tokenizer()
+            && let Some(p) = inner.get_pre_tokenizer()
         {
             p.pre_tokenize(&mut pre)?;
         }
@@ -332,7 +388,7 @@ impl Tokenizer {
                             continue;
                         }
                         crate::pretok::map_bytes(p, &mut mapped);
-                        let model = self.inner.get_model();
+                        let model = inner.get_model();
                         let ids: Vec<u32> = model.tokenize(&mapped)?.iter().map(|t| t.id).collect();
                         out.extend_from_slice(&ids);
                         cache.1.insert(p.to_string(), ids);
@@ -340,8 +396,7 @@ impl Tokenizer {
                 } else if let Some(ids) = cache.1.get(piece) {
                     out.extend_from_slice(ids);
                 } else {
-                    let ids: Vec<u32> = self
-                        .inner
+                    let ids: Vec<u32> = inner
                         .get_model()
                         .tokenize(piece)?
                         .iter()
@@ -367,8 +422,22 @@ impl Tokenizer {
         ids: &mut Vec<u32>,
         train: &mut Vec<u8>,
     ) -> Result<(), String> {
-        let enc = self
-            .inner
+        let inner = match &self.backend {
+            Backend::Library(inner) => inner,
+            Backend::Ranks(r) => {
+                // A rank file's tokens are byte strings that concatenate
+                // to the text: offsets are their running lengths.
+                let enc = r.encode(&rendered.text)?;
+                let mut start = 0;
+                for len in r.token_lengths(&enc)? {
+                    train.push(u8::from(overlaps(&rendered.assistant, start, start + len)));
+                    start += len;
+                }
+                ids.extend_from_slice(&enc);
+                return Ok(());
+            }
+        };
+        let enc = inner
             .encode(rendered.text.as_str(), self.add_special_tokens)
             .map_err(|e| format!("the tokenizer failed: {e}"))?;
         ids.extend_from_slice(enc.get_ids());
