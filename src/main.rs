@@ -554,6 +554,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         .map(|(k, v)| format!("{k} {v:.2}s"))
                         .collect();
                     println!("stages: {}", stages.join(", "));
+                    if let Some(skipped) = report.skipped.as_ref().and_then(|v| v.as_object()) {
+                        let parts: Vec<String> =
+                            skipped.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                        println!("bad images skipped: {}", parts.join(" "));
+                    }
                     if report.bytes_fetched > 0 {
                         println!(
                             "fetched {} from object stores",

@@ -34,6 +34,7 @@ pub mod chain;
 pub mod decimal;
 pub mod export;
 pub mod field;
+pub mod image;
 pub mod record;
 pub mod semantics;
 pub mod serving;
