@@ -358,3 +358,64 @@ fn bad_images_are_errors_that_name_the_row_and_the_file() {
     );
     assert!(e.contains("https:// URL") && e.contains("not URLs"), "{e}");
 }
+
+#[test]
+fn head_writes_png_files_that_decode_to_the_stored_pixels() {
+    let p = project(1, 100);
+    let r = p.build(SKIP, 2).expect("build");
+    let out = p.root.join("png");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["head", r.path.to_str().expect("utf-8"), "-n", "5", "--png"])
+        .arg(&out)
+        .output()
+        .expect("tessera head");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let ds = Dataset::open(&r.path).expect("open");
+    let off = |n: &str| ds.layout().field(n).expect(n).offset as usize;
+    for i in 0..5u64 {
+        let rec = ds.record(i).expect("record");
+        let rgb = image::open(out.join(format!("pixels-{i:05}.png")))
+            .expect("png")
+            .into_rgb8();
+        assert_eq!((rgb.width(), rgb.height()), (32, 24));
+        assert_eq!(
+            rgb.as_raw().as_slice(),
+            &rec[off("pixels")..off("pixels") + 24 * 32 * 3]
+        );
+        // The grey field is stored CHW ([1, 16, 16]): one plane, the PNG's rows.
+        let grey = image::open(out.join(format!("grey-{i:05}.png")))
+            .expect("png")
+            .into_luma8();
+        assert_eq!(
+            grey.as_raw().as_slice(),
+            &rec[off("grey")..off("grey") + 256]
+        );
+    }
+    // The contact sheet: 5 records in one row, 2 pixels apart.
+    let sheet = image::open(out.join("pixels-sheet.png"))
+        .expect("sheet")
+        .into_rgb8();
+    assert_eq!((sheet.width(), sheet.height()), (5 * 34 - 2, 24));
+    let rec3 = ds.record(3).expect("record 3");
+    let px = sheet.get_pixel(3 * 34 + 5, 7).0;
+    let at = off("pixels") + (7 * 32 + 5) * 3;
+    assert_eq!(px, [rec3[at], rec3[at + 1], rec3[at + 2]]);
+    // A field that is not an image is refused by name.
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args([
+            "head",
+            r.path.to_str().expect("utf-8"),
+            "--field",
+            "id",
+            "--png",
+        ])
+        .arg(&out)
+        .output()
+        .expect("tessera head");
+    assert!(!run.status.success());
+    assert!(String::from_utf8_lossy(&run.stderr).contains("no image field \"id\""));
+}
