@@ -102,11 +102,11 @@ fn resize(
     let fail = |e: &dyn std::fmt::Display| format!("cannot resize the image: {e}");
     let src = ImageRef::new(from.0, from.1, src, pt).map_err(|e| fail(&e))?;
     let mut dst = Image::from_slice_u8(to.0, to.1, out, pt).map_err(|e| fail(&e))?;
-    // Alpha is resized as a channel like the others (as Pillow resizes
-    // RGBA), not premultiplied.
+    // RGBA is resampled premultiplied by alpha (as Pillow resizes RGBA,
+    // through RGBa), so fully transparent pixels lend no colour.
     let mut opts = ResizeOptions::new()
         .resize_alg(algorithm(step.filter))
-        .use_alpha(false);
+        .use_alpha(c == 4);
     if let Some((l, t, w, h)) = crop {
         opts = opts.crop(l, t, w, h);
     }
