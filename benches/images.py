@@ -16,10 +16,11 @@ JPEG files and the same core:
   full decode of 480p is about 635 images/s as a reference point.
 
   shuffled reading of the built 224x224x3 records (150,536-byte records):
-    reader/examples/epochs.rs on the built set: the Rust loader with 2
-    threads (`loader_2t`, and `loader_2t_read`, whose consumer reads every
-    byte) against the plain 2-thread loop gathering random records into a
-    batch buffer (`gather_2t`) over the same bytes. The bar: >= 0.9.
+    reader/examples/epochs.rs on the built set: the Rust loader with 0, 1
+    and 2 prefetch threads (`loader_Nt`, and `loader_Nt_read`, whose
+    consumer reads every byte) against the plain 2-thread loop gathering
+    random records into a batch buffer (`gather_2t`) over the same bytes.
+    The bar: >= 0.9.
 
     python benches/images.py                 # 480p and 720p, 600 images each
     python benches/images.py --images 1200 --sizes 640x480
@@ -125,7 +126,9 @@ def main() -> int:
     ap.add_argument("--sizes", default="640x480,1280x720")
     ap.add_argument("--binary", default=os.path.join(target_dir(), "release", "tessera"))
     ap.add_argument("--epochs-bin", default=os.path.join(target_dir(), "release", "examples", "epochs"))
-    ap.add_argument("--read-images", type=int, default=3000, help="records of the set the shuffled read uses")
+    ap.add_argument("--read-images", type=int, default=2000, help="records of the set the shuffled read uses")
+    ap.add_argument("--read-epochs", type=int, default=20)
+    ap.add_argument("--only-read", action="store_true", help="only the shuffled reading")
     args = ap.parse_args()
     for name in ("PIL", "skimage", "sklearn"):
         if importlib.util.find_spec(name) is None:
@@ -137,7 +140,7 @@ def main() -> int:
     print(f"Pillow {PIL.__version__}; tessera {args.binary}")
     work = tempfile.mkdtemp(prefix="tessera-images-")
     try:
-        for size in args.sizes.split(","):
+        for size in [] if args.only_read else args.sizes.split(","):
             w, h = (int(x) for x in size.split("x"))
             data = jpegs((w, h), args.images)
             mean_kb = sum(map(len, data)) / len(data) / 1024
@@ -159,10 +162,12 @@ def main() -> int:
             print(f"{args.epochs_bin} is missing: cargo build --release -p tessera-shards-reader --example epochs",
                   file=sys.stderr)
             return 2
-        r = epochs_figures(args.epochs_bin, path, 3, 64)
+        r = epochs_figures(args.epochs_bin, path, args.read_epochs, 64)
         g = r["gather_2t"]
-        print(f"shuffled reading, {args.read_images} records of 224x224x3 + id, batch 64, median of 3 rounds:")
-        for k in ("gather_1t", "gather_2t", "loader_2t", "loader_2t_read"):
+        print(f"shuffled reading, {args.read_images} records of 224x224x3 + id, batch 64, {args.read_epochs} epochs, "
+              "median of 3 rounds:")
+        for k in ("gather_1t", "gather_2t", "loader_0t", "loader_0t_read", "loader_1t", "loader_1t_read",
+                  "loader_2t", "loader_2t_read"):
             print(f"  {k:15s} {r[k]:10.0f} records/s  ({r[k] * 150536 / 2**30:.2f} GiB/s)  ratio to gather_2t {r[k] / g:.2f}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
