@@ -1,8 +1,9 @@
 """Image fields (docs/SPEC.md, "Image fields") against Pillow, on real photos
 that packages ship: scikit-image's sample images and scikit-learn's
 china.jpg and flower.jpg, re-encoded by Pillow at several sizes and
-qualities (JPEG, PNG, WebP), plus a CMYK JPEG, a 16-bit PNG, a grey PNG, an
-RGBA PNG, an EXIF-rotated JPEG, a truncated JPEG and a corrupt file. Nothing
+qualities (JPEG, progressive and grey JPEG, PNG, WebP), plus a CMYK JPEG, a
+16-bit PNG, a grey PNG, an RGBA PNG, JPEGs with EXIF orientations 6, 3 and 5,
+a truncated JPEG and a corrupt file. Nothing
 is downloaded: scripts/setup.sh --test installs the packages, and a missing
 one fails the test (it is not skipped).
 
@@ -93,6 +94,8 @@ def photos() -> List[Tuple[str, bytes]]:
             out.append(("jpeg", encode(img.resize((w, h), Image.Resampling.LANCZOS), "JPEG", quality=q)))
     out.append(("jpeg", encode(astronaut, "JPEG", quality=85)))
     out.append(("jpeg", encode(rocket, "JPEG", quality=60, subsampling=0)))
+    out.append(("jpeg", encode(coffee, "JPEG", quality=80, progressive=True)))
+    out.append(("jpeg", encode(camera.convert("L"), "JPEG", quality=85)))  # grey JPEG
     out.append(("png", encode(coffee, "PNG")))
     out.append(("png", encode(camera.convert("L"), "PNG")))  # grey
     out.append(("webp", encode(chelsea, "WEBP", lossless=True)))
@@ -107,10 +110,12 @@ def photos() -> List[Tuple[str, bytes]]:
     out.append(("png16", encode(Image.fromarray(grey16), "PNG")))
     # CMYK JPEG (Pillow writes Adobe inverted CMYK).
     out.append(("cmyk", encode(coffee.convert("CMYK"), "JPEG", quality=90)))
-    # EXIF orientation 6: stored landscape, shown rotated 90 degrees clockwise.
-    exif = Image.Exif()
-    exif[0x0112] = 6
-    out.append(("jpeg", encode(chelsea, "JPEG", quality=90, exif=exif.tobytes())))
+    # EXIF orientation 6: stored landscape, shown rotated 90 degrees
+    # clockwise; 3 (180 degrees) and 5 (transposed) too.
+    for tag in (6, 3, 5):
+        exif = Image.Exif()
+        exif[0x0112] = tag
+        out.append(("jpeg", encode(chelsea, "JPEG", quality=90, exif=exif.tobytes())))
     good = encode(china, "JPEG", quality=90)
     out.append(("truncated", good[: len(good) // 2]))
     out.append(("corrupt", bytes((i * 37 + 11) % 256 for i in range(5000))))
@@ -259,7 +264,7 @@ def test_exif_orientation_is_applied(project: Tuple[str, List[Tuple[str, bytes]]
     # the test above); here: the unrotated image is far from them.
     Image, ImageOps = pil()
     idx = [i for i, (k, d) in enumerate(items) if k == "jpeg" and b"Exif" in d[:64]]
-    assert len(idx) == 1
+    assert len(idx) == 3
     path_ds = tessera.open(path)
     kept = path_ds[np.arange(len(path_ds))]
     r = kept["id"].tolist().index(idx[0])
