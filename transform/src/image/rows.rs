@@ -57,14 +57,13 @@ pub fn encode(
             let out = &mut rec[off..off + len];
             match &src {
                 Source::Bytes(b) => match b.get(r) {
-                    Some(v) => decode_into(step, v, out),
+                    Some(v) => guarded(step, v, out),
                     None => Err(null()),
                 },
                 Source::Paths(s) => match s.get(r) {
                     Some(p) => {
                         let (path, bytes) = read_file(step, p)?;
-                        decode_into(step, &bytes, out)
-                            .map_err(|e| format!("{}: {e}", path.display()))
+                        guarded(step, &bytes, out).map_err(|e| format!("{}: {e}", path.display()))
                     }
                     None => Err(null()),
                 },
@@ -76,6 +75,16 @@ pub fn encode(
         .enumerate()
         .filter_map(|(r, res)| res.err().map(|e| (r, e)))
         .collect())
+}
+
+/// [`decode_into`], with a panic inside a decoder or the resizer (a bug
+/// that a hostile file could reach) turned into a bad image: the row is an
+/// error, or skipped, instead of the build aborting.
+fn guarded(step: &ImageStep, bytes: &[u8], out: &mut [u8]) -> Result<(), String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        decode_into(step, bytes, out)
+    }))
+    .unwrap_or_else(|_| Err("the image decoder failed on this image (it panicked)".into()))
 }
 
 fn null() -> String {
