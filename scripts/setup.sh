@@ -87,6 +87,23 @@ if (( want_test )); then
   fi
 fi
 
+# The image tests (python/tests/test_images.py, benches/images.py): Pillow
+# re-encodes the sample photos and is the reference decoder and resizer
+# (pinned: the tolerance was measured against it); scikit-image and
+# scikit-learn only for the photos they ship (skimage/data/*.png|jpg,
+# sklearn/datasets/images/*.jpg), so without their dependencies.
+if (( want_test )); then
+  pins=()
+  for pin in Pillow==12.0.0 scikit-image==0.26.0 scikit-learn==1.7.2; do
+    have="$("$py" -m pip show "${pin%%==*}" 2>/dev/null | awk '/^Version:/ {print $2}' || true)"
+    [[ "$have" == "${pin##*==}" ]] || pins+=("$pin")
+  done
+  if (( ${#pins[@]} )); then
+    echo "setup: pip installing ${pins[*]} (without dependencies) into $venv"
+    "$py" -m pip install -q --no-deps "${pins[@]}"
+  fi
+fi
+
 # Azurite, the Azure Blob Storage emulator of the az:// tests, from the npm
 # registry into the virtual environment (node and npm from apt-get if absent).
 azurite_version=3.37.0

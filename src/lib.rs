@@ -18,6 +18,7 @@ pub mod bench;
 pub mod build;
 pub mod cache;
 pub mod compress;
+pub mod contact;
 pub mod exact;
 pub mod fault;
 pub mod fingerprint;

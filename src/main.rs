@@ -162,6 +162,14 @@ enum Command {
         /// Only this split.
         #[arg(long)]
         split: Option<String>,
+        /// Write the image fields of the first N records as PNG files into
+        /// this folder (FIELD-RECORD.png, and FIELD-sheet.png, a contact
+        /// sheet of them) instead of printing the records.
+        #[arg(long, value_name = "DIR")]
+        png: Option<PathBuf>,
+        /// With --png: only this image field.
+        #[arg(long, requires = "png")]
+        field: Option<String>,
     },
     /// Upload a shard set to an object store: the shards first (in
     /// parallel, large ones in parts, retried), the manifest last with a
@@ -554,6 +562,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         .map(|(k, v)| format!("{k} {v:.2}s"))
                         .collect();
                     println!("stages: {}", stages.join(", "));
+                    if let Some(skipped) = report.skipped.as_ref().and_then(|v| v.as_object()) {
+                        let parts: Vec<String> =
+                            skipped.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                        println!("bad images skipped: {}", parts.join(" "));
+                    }
                     if report.bytes_fetched > 0 {
                         println!(
                             "fetched {} from object stores",
@@ -719,10 +732,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
             cache_dir,
             n,
             split,
+            png,
+            field,
         } => {
             let path = tessera::artifact::resolve(&target, cache_dir.as_deref())?;
             let ds = open(&path, split.as_deref())?;
-            print!("{}", tessera::inspect::head(&ds, n));
+            match png {
+                Some(dir) => {
+                    let files = tessera::contact::write_pngs(&ds, field.as_deref(), n, &dir)
+                        .map_err(anyhow::Error::msg)?;
+                    for f in files {
+                        println!("{}", f.display());
+                    }
+                }
+                None => print!("{}", tessera::inspect::head(&ds, n)),
+            }
         }
         Command::Push {
             target,

@@ -252,9 +252,24 @@ impl Commit<'_> {
             });
             start += rows;
         }
+        // Every image field that skips bad images has a count, 0 included.
+        let mut skipped: BTreeMap<String, u64> = spec
+            .fields
+            .iter()
+            .filter(|f| {
+                f.transforms.iter().any(|t| {
+                    matches!(t, crate::spec::Transform::Image(i)
+                        if i.on_error == tessera_transform::image::OnError::Skip)
+                })
+            })
+            .map(|f| (f.name.clone(), 0))
+            .collect();
         for (out, m) in &outputs {
             scan.add(m);
             rows_kept += out.rows_kept;
+            for (field, n) in &out.skipped {
+                *skipped.entry(field.clone()).or_default() += n;
+            }
         }
         let mut packed = None;
         if let Some(p) = &spec.pack {
@@ -308,6 +323,9 @@ impl Commit<'_> {
         });
         if let Some(stats) = &packed {
             manifest.build["pack"] = stats.clone();
+        }
+        if !skipped.is_empty() {
+            manifest.build["skipped"] = serde_json::json!(skipped);
         }
         if let Some(columns) = self.query_columns {
             manifest.build[tessera_transform::serving::QUERY_COLUMNS_KEY] = columns;

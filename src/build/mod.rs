@@ -101,6 +101,10 @@ pub struct BuildReport {
     /// build, per build thread, in millions.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mtok_per_s_per_core: Option<f64>,
+    /// Rows left out per `image` field with `on_error: skip` (the
+    /// manifest's `build.skipped`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<serde_json::Value>,
 }
 
 /// Rows per split in spec order; serialized as a JSON object whose keys keep
@@ -364,6 +368,7 @@ fn built_report(
         bytes_fetched: crate::remote_input::bytes_fetched(),
         pack: m.build.get("pack").cloned(),
         mtok_per_s_per_core: None,
+        skipped: m.build.get("skipped").cloned(),
     }
 }
 
@@ -403,6 +408,7 @@ fn hit_report(
         bytes_fetched: crate::remote_input::bytes_fetched(),
         pack: m.build.get("pack").cloned(),
         mtok_per_s_per_core: None,
+        skipped: m.build.get("skipped").cloned(),
     }
 }
 

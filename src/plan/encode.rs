@@ -64,6 +64,10 @@ pub struct EncodeOutput {
     /// (`on_bad_mask: skip`); shorter than the splits when none were.
     #[serde(default)]
     pub skipped_conversations: Vec<u64>,
+    /// Rows left out by each `image` field with `on_error: skip` (a row
+    /// two fields skip counts for both).
+    #[serde(default)]
+    pub skipped: std::collections::BTreeMap<String, u64>,
 }
 
 /// The output budget shared by a build's encode tasks (`--max-output`).
@@ -233,12 +237,18 @@ impl<'a> Encoder<'a> {
             .try_reserve_exact(need)
             .map_err(|_| too_big(n, stride))?;
         self.recs.resize(need, 0);
-        self.records
-            .encode(batch, &mut self.recs)
+        let skipped = self
+            .records
+            .encode_skipping(batch, &mut self.recs)
             .map_err(|e| encode_error(e, Some(&at)))?;
         let splits = row_splits(batch, &self.splits).map_err(|e| at.at_key("split.key", e))?;
+        // Rows an image field skipped leave; the others close up, in order.
+        let kept = self.drop_skipped(n, stride, &skipped);
+        let n_kept = kept.as_ref().map_or(n, Vec::len);
+        let row_of = |r: usize| kept.as_ref().map_or(r, |k| k[r]);
         // Append runs of consecutive rows that go to the same split.
-        let split_of = |r: usize| splits.as_ref().map_or(0, |v| usize::from(v[r]));
+        let split_of = |r: usize| splits.as_ref().map_or(0, |v| usize::from(v[row_of(r)]));
+        let n = n_kept;
         let mut r = 0;
         while r < n {
             let s = split_of(r);
@@ -249,8 +259,35 @@ impl<'a> Encoder<'a> {
             self.append(s, r, e)?;
             r = e;
         }
-        self.out.rows_kept += n as u64;
+        self.out.rows_kept += batch.num_rows() as u64;
         Ok(())
+    }
+
+    /// Counts the skipped rows per field and moves the records of the other
+    /// rows together at the front of the buffer; returns the batch rows of
+    /// the records kept, `None` when no row was skipped.
+    fn drop_skipped(
+        &mut self,
+        n: usize,
+        stride: usize,
+        skipped: &[tessera_transform::record::Skipped],
+    ) -> Option<Vec<usize>> {
+        if skipped.is_empty() {
+            return None;
+        }
+        let mut gone = vec![false; n];
+        for s in skipped {
+            *self.out.skipped.entry(s.field.clone()).or_default() += 1;
+            gone[s.row] = true;
+        }
+        let kept: Vec<usize> = (0..n).filter(|&r| !gone[r]).collect();
+        for (to, &from) in kept.iter().enumerate() {
+            if to != from {
+                self.recs
+                    .copy_within(from * stride..(from + 1) * stride, to * stride);
+            }
+        }
+        Some(kept)
     }
 
     /// With `pack:`: appends each row's document to its split's stream.

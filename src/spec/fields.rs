@@ -280,6 +280,11 @@ fn read_field(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Field, SpecE
             }
             let placed = read_transforms(ctx, &owned)?;
             check_transforms(ctx, dtype, &placed)?;
+            if let Some(p) = placed.first()
+                && matches!(p.transform, Transform::Image(_))
+            {
+                check_image_field(ctx, &map, &input)?;
+            }
             placed.into_iter().map(|p| p.transform).collect()
         }
         None => Vec::new(),
@@ -370,6 +375,33 @@ fn read_field(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Field, SpecE
         transforms,
         nonfinite,
     })
+}
+
+/// An image field reads one column (or expr) of encoded images or paths;
+/// its shape comes from the image step, and a bad image is the step's
+/// `on_error`, not a fill value.
+fn check_image_field(
+    ctx: &Ctx<'_>,
+    map: &MapView<'_>,
+    input: &FieldInput,
+) -> Result<(), SpecError> {
+    for other in ["columns", "length", "pad", "fill_null"] {
+        if let Some(o) = map.get_some(other) {
+            let why = match other {
+                "fill_null" => {
+                    "a null is a bad image, an error unless the step says on_error: skip"
+                }
+                "columns" => "an image field reads one column (or expr) of images or paths",
+                _ => "the image step's size, channels and layout give the field's shape",
+            };
+            return Err(o.item().error(
+                ctx,
+                format!("an image field cannot be combined with {other}: {why}"),
+            ));
+        }
+    }
+    debug_assert!(!matches!(input, FieldInput::Columns(_)));
+    Ok(())
 }
 
 fn read_dtype(ctx: &Ctx<'_>, item: &Item<'_>) -> Result<DType, SpecError> {

@@ -243,7 +243,24 @@ impl Spec {
         for source in &mut self.sources {
             files::resolve_source(source, &spec_dir, &self.locations)?;
         }
-        self.load_tokenizers(&spec_dir)
+        self.load_tokenizers(&spec_dir)?;
+        self.resolve_image_bases(&spec_dir);
+        Ok(())
+    }
+
+    /// Each `image` step's folder of paths: its `base` relative to the
+    /// spec's folder (the spec's folder itself without one).
+    fn resolve_image_bases(&mut self, spec_dir: &Path) {
+        for field in &mut self.fields {
+            for step in &mut field.transforms {
+                if let Transform::Image(img) = step {
+                    img.base_dir = Some(match &img.base {
+                        Some(b) => spec_dir.join(b),
+                        None => spec_dir.to_path_buf(),
+                    });
+                }
+            }
+        }
     }
 
     /// Reads each `tokenize` step's file (relative to the spec's folder):

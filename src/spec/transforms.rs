@@ -6,6 +6,7 @@ use super::suggest::did_you_mean;
 use super::yaml::Kind;
 use super::{SpecError, Transform};
 use tessera_reader::DType;
+use tessera_transform::image::{Filter, Fit, ImageStep, Layout, OnError};
 use tessera_transform::text::{ChatTemplateFile, Tokenize};
 
 const TRANSFORM_NAMES: &[&str] = &[
@@ -17,9 +18,20 @@ const TRANSFORM_NAMES: &[&str] = &[
     "vocab",
     "one_hot",
     "tokenize",
+    "image",
 ];
 const CLIP_KEYS: &[&str] = &["min", "max"];
 const VOCAB_KEYS: &[&str] = &["min_count", "max_size", "oov"];
+const IMAGE_KEYS: &[&str] = &[
+    "size",
+    "channels",
+    "layout",
+    "fit",
+    "filter",
+    "on_error",
+    "base",
+    "max_pixels",
+];
 const TOKENIZE_KEYS: &[&str] = &[
     "file",
     "bos",
@@ -85,6 +97,10 @@ fn read_transform(ctx: &Ctx<'_>, item: &Item<'_>) -> Result<Transform, SpecError
                 ctx,
                 "tokenize needs a tokenizer file, e.g. { tokenize: { file: tokenizer.json } }",
             )),
+            "image" => Err(item.error(
+                ctx,
+                "image needs a size, e.g. { image: { size: [224, 224] } }",
+            )),
             other => Err(unknown_transform(ctx, item, other)),
         },
         Kind::Map(entries) => {
@@ -136,6 +152,7 @@ fn read_transform(ctx: &Ctx<'_>, item: &Item<'_>) -> Result<Transform, SpecError
                 }),
                 "vocab" => read_vocab(ctx, &arg),
                 "tokenize" => read_tokenize(ctx, &arg),
+                "image" => read_image(ctx, &arg),
                 other => Err(unknown_transform(ctx, &arg, other)),
             }
         }
@@ -307,6 +324,99 @@ fn read_tokenize(ctx: &Ctx<'_>, item: &Item<'_>) -> Result<Transform, SpecError>
     }))
 }
 
+fn read_image(ctx: &Ctx<'_>, item: &Item<'_>) -> Result<Transform, SpecError> {
+    if item.is_null() {
+        return Err(item.error(ctx, "image needs a size: { size: [224, 224] }"));
+    }
+    let map = item.map(ctx, IMAGE_KEYS)?;
+    let size_item = map.require(ctx, "size")?;
+    let size_item = size_item.item();
+    let dims = size_item.list(ctx)?;
+    let [h, w] = dims.as_slice() else {
+        return Err(size_item.error(
+            ctx,
+            format!(
+                "size is [height, width], two whole numbers, found {} entries",
+                dims.len()
+            ),
+        ));
+    };
+    let side = |o: &Owned<'_>| -> Result<u32, SpecError> {
+        let v = o.item().u64_at_least(ctx, 1)?;
+        u32::try_from(v)
+            .ok()
+            .filter(|&v| v <= 65_535)
+            .ok_or_else(|| {
+                o.item()
+                    .error(ctx, format!("{v} pixels is more than 65535"))
+            })
+    };
+    let (height, width) = (side(h)?, side(w)?);
+    let mut step = ImageStep {
+        height,
+        width,
+        ..ImageStep::default()
+    };
+    if let Some(o) = map.get_some("channels") {
+        let c = o.item().u64_at_least(ctx, 1)?;
+        step.channels = match c {
+            1 | 3 | 4 => c as u8,
+            _ => {
+                return Err(o.item().error(
+                    ctx,
+                    format!("channels is 1 (grey), 3 (RGB) or 4 (RGBA), found {c}"),
+                ));
+            }
+        };
+    }
+    let named = |key: &str| -> Result<Option<(String, Owned<'_>)>, SpecError> {
+        match map.get_some(key) {
+            Some(o) => Ok(Some((o.item().string(ctx)?.to_string(), o))),
+            None => Ok(None),
+        }
+    };
+    // "unknown fit \"crop\" (expected one of: ...)", or with a close name,
+    // "unknown fit \"reszie\" (did you mean \"resize\"?)".
+    let parse_err = |item: &Item<'_>, names: &[&str], e: String, s: &str| {
+        let hint = did_you_mean(s, names);
+        let message = match e.split_once(" (expected") {
+            Some((head, _)) if !hint.is_empty() => format!("{head}{hint}"),
+            _ => e,
+        };
+        item.error(ctx, message)
+    };
+    if let Some((s, o)) = named("layout")? {
+        step.layout = Layout::parse(&s).map_err(|e| parse_err(&o.item(), Layout::NAMES, e, &s))?;
+    }
+    if let Some((s, o)) = named("fit")? {
+        step.fit = Fit::parse(&s).map_err(|e| parse_err(&o.item(), Fit::NAMES, e, &s))?;
+    }
+    if let Some((s, o)) = named("filter")? {
+        step.filter = Filter::parse(&s).map_err(|e| parse_err(&o.item(), Filter::NAMES, e, &s))?;
+    }
+    if let Some((s, o)) = named("on_error")? {
+        step.on_error =
+            OnError::parse(&s).map_err(|e| parse_err(&o.item(), OnError::NAMES, e, &s))?;
+    }
+    if let Some(o) = map.get_some("base") {
+        let base = o.item().text(ctx)?;
+        if let Some((scheme, _)) = base.split_once("://") {
+            return Err(o.item().error(
+                ctx,
+                format!(
+                    "base {base:?} is a {scheme}:// URL; image fields read local files only \
+                     (download the images first)"
+                ),
+            ));
+        }
+        step.base = Some(base.to_string());
+    }
+    if let Some(o) = map.get_some("max_pixels") {
+        step.max_pixels = o.item().u64_at_least(ctx, 1)?;
+    }
+    Ok(Transform::Image(step))
+}
+
 pub(super) fn transform_name(t: &Transform) -> &'static str {
     match t {
         Transform::Log1p => "log1p",
@@ -317,6 +427,7 @@ pub(super) fn transform_name(t: &Transform) -> &'static str {
         Transform::Vocab { .. } => "vocab",
         Transform::OneHot { .. } => "one_hot",
         Transform::Tokenize(_) => "tokenize",
+        Transform::Image(_) => "image",
     }
 }
 
@@ -367,6 +478,14 @@ pub(super) fn check_transforms(
             }
             Transform::OneHot { .. } if i + 1 != placed.len() => {
                 return Err(fail(p, "one_hot must be the last transform".to_string()));
+            }
+            Transform::Image(_) if placed.len() != 1 => {
+                return Err(fail(
+                    p,
+                    "image must be the only transform of its field (it turns encoded images \
+                     into pixels, which are stored as they are)"
+                        .to_string(),
+                ));
             }
             Transform::Tokenize(_) if placed.len() != 1 => {
                 return Err(fail(
@@ -457,6 +576,16 @@ pub(super) fn check_transforms(
                 }
             }
             Transform::Clip { .. } => {}
+            Transform::Image(_) => {
+                if dtype != DType::U8 {
+                    return Err(fail(
+                        p,
+                        format!(
+                            "image stores 8-bit pixels and needs dtype u8, this field is {dtype}"
+                        ),
+                    ));
+                }
+            }
             Transform::Tokenize(_) => {
                 if dtype.is_float() {
                     return Err(fail(

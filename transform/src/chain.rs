@@ -18,6 +18,8 @@ pub enum Path {
     Utf8(usize),
     /// Text into token ids (`tokenize`), cut or padded to `length`.
     Tokens,
+    /// Encoded images (bytes, or paths) into pixels (`image`).
+    Image,
     /// The count of bytes, elements or tokens field `i` stored for the row
     /// (`length_of`).
     Length(usize),
@@ -79,6 +81,8 @@ impl Chain {
             Path::Utf8(n as usize)
         } else if matches!(field.transforms.first(), Some(Transform::Tokenize(_))) {
             Path::Tokens
+        } else if matches!(field.transforms.first(), Some(Transform::Image(_))) {
+            Path::Image
         } else {
             match field.transforms.first() {
                 Some(Transform::HashBucket { buckets }) => Path::Text {
@@ -146,6 +150,14 @@ impl Chain {
     pub fn tokenize(&self) -> Option<&crate::text::Tokenize> {
         self.field.transforms.iter().find_map(|t| match t {
             Transform::Tokenize(t) => Some(t),
+            _ => None,
+        })
+    }
+
+    /// The field's `image` step, if it has one.
+    pub fn image(&self) -> Option<&crate::image::ImageStep> {
+        self.field.transforms.iter().find_map(|t| match t {
+            Transform::Image(i) => Some(i),
             _ => None,
         })
     }

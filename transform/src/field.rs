@@ -7,6 +7,7 @@
 //! written and read here, in one place, so what the compiler hashes and
 //! stores is exactly what the serving path reconstructs.
 
+use crate::image::ImageStep;
 use crate::text::{ChatTemplateFile, Tokenize};
 use serde_json::{Value, json};
 use tessera_reader::DType;
@@ -64,6 +65,9 @@ pub enum Step {
     /// Text into token ids with a tokenizer file (a list of ids, cut or
     /// padded to the field's `length`).
     Tokenize(Tokenize),
+    /// Encoded images (bytes, or paths to files) decoded into `u8` pixels
+    /// of a fixed shape (`[H, W, C]` or `[C, H, W]`).
+    Image(ImageStep),
 }
 
 /// One output field.
@@ -112,6 +116,9 @@ impl Field {
             (_, _, Some(n)) => vec![n],
             _ => vec![],
         };
+        if let Some(Step::Image(img)) = self.transforms.first() {
+            return img.shape();
+        }
         for t in &self.transforms {
             if let Step::OneHot { classes } = t {
                 shape.push(*classes);
@@ -214,6 +221,7 @@ impl Step {
             Step::Vocab { .. } => "vocab",
             Step::OneHot { .. } => "one_hot",
             Step::Tokenize(_) => "tokenize",
+            Step::Image(_) => "image",
         }
     }
 
@@ -257,6 +265,7 @@ impl Step {
                 }
                 json!({ "tokenize": args })
             }
+            Step::Image(i) => json!({ "image": i.canonical_json() }),
         }
     }
 
@@ -338,6 +347,7 @@ impl Step {
                     },
                 })
             }
+            "image" => Step::Image(ImageStep::from_canonical(args).map_err(at)?),
             other => return Err(format!("unknown transform {other:?}")),
         })
     }

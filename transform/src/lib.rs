@@ -36,6 +36,7 @@ pub mod chat;
 pub mod decimal;
 pub mod export;
 pub mod field;
+pub mod image;
 pub mod pretok;
 pub mod ranks;
 pub mod record;

@@ -65,6 +65,18 @@ impl std::fmt::Display for EncodeError {
 
 impl std::error::Error for EncodeError {}
 
+/// A row left out because an `image` field with `on_error: skip` could not
+/// make its pixels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Skipped {
+    /// Row within the batch.
+    pub row: usize,
+    /// The field.
+    pub field: String,
+    /// Why (what `on_error: error` would have said).
+    pub message: String,
+}
+
 /// The frozen statistics of one input column of a field, ready to apply.
 #[derive(Clone, Debug)]
 enum SlotStats {
@@ -140,15 +152,39 @@ impl RecordEncoder {
 
     /// Encodes every row of `batch` into `recs`, which holds exactly
     /// `rows x stride` bytes, all zero (padding and one-hot slots stay zero).
+    /// A row an `image` field would skip is an error here (the serving path
+    /// makes one record per row).
     pub fn encode(&self, batch: &RecordBatch, recs: &mut [u8]) -> Result<(), EncodeError> {
+        match self.encode_skipping(batch, recs)?.into_iter().next() {
+            None => Ok(()),
+            Some(s) => Err(EncodeError::Value {
+                field: s.field,
+                error: ValueError {
+                    row: s.row,
+                    message: s.message,
+                },
+            }),
+        }
+    }
+
+    /// As [`RecordEncoder::encode`], and returns the rows that `image`
+    /// fields with `on_error: skip` could not decode, in row order (their
+    /// records are left incomplete; the caller drops them).
+    pub fn encode_skipping(
+        &self,
+        batch: &RecordBatch,
+        recs: &mut [u8],
+    ) -> Result<Vec<Skipped>, EncodeError> {
         debug_assert_eq!(recs.len(), batch.num_rows() * self.stride);
         // Length fields last: they store what the other fields stored.
         let mut counts: Vec<Option<Vec<u64>>> = vec![None; self.chains.len()];
+        let mut skipped = Vec::new();
         for (chain, plan) in self.chains.iter().zip(&self.plans) {
             if !matches!(chain.path, Path::Length(_)) {
-                counts[chain.index] = self.encode_field(batch, chain, plan, recs)?;
+                counts[chain.index] = self.encode_field(batch, chain, plan, recs, &mut skipped)?;
             }
         }
+        skipped.sort_by_key(|s| s.row);
         for (chain, plan) in self.chains.iter().zip(&self.plans) {
             if let Path::Length(target) = chain.path {
                 let fail = |message: String| EncodeError::Value {
@@ -177,7 +213,7 @@ impl RecordEncoder {
                 }
             }
         }
-        Ok(())
+        Ok(skipped)
     }
 
     /// Encodes one field; for text, list and token fields, returns how many
@@ -188,6 +224,7 @@ impl RecordEncoder {
         chain: &Chain,
         plan: &FieldPlan,
         recs: &mut [u8],
+        skipped: &mut Vec<Skipped>,
     ) -> Result<Option<Vec<u64>>, EncodeError> {
         let f = &chain.field;
         let w = Writer {
@@ -277,6 +314,25 @@ impl RecordEncoder {
                         stored.push(k as u64);
                     }
                     counts = Some(stored);
+                }
+                Path::Image => {
+                    let step = chain
+                        .image()
+                        .ok_or_else(|| at_row(0)("the field has no image step".to_string()))?;
+                    let bad = crate::image::rows::encode(step, &col, recs, w.stride, w.off)
+                        .map_err(fail)?;
+                    for (row, message) in bad {
+                        match step.on_error {
+                            crate::image::OnError::Error => {
+                                return Err(fail(ValueError { row, message }));
+                            }
+                            crate::image::OnError::Skip => skipped.push(Skipped {
+                                row,
+                                field: f.name.clone(),
+                                message,
+                            }),
+                        }
+                    }
                 }
                 // Written by `encode` once the other fields are.
                 Path::Length(_) => {}

@@ -43,6 +43,7 @@ pub fn document(t: &Transform, hash: &str, name: &str) -> Value {
                 Path::Bytes(_) => "bytes",
                 Path::Utf8(_) => "text",
                 Path::Tokens => "tokens",
+                Path::Image => "image",
                 Path::Length(_) => "length",
                 Path::Text { buckets: Some(_) } => "hash",
                 Path::Text { buckets: None } => "vocab",

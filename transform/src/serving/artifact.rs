@@ -51,6 +51,15 @@ pub fn read(manifest: &Manifest, dir: Option<&Path>) -> Result<ArtifactParts, Tr
             load_tokenizers(f, dir)?;
         }
     }
+    // Image fields decode with the decoders they were built with.
+    for f in &fields {
+        for step in &f.transforms {
+            if let Step::Image(i) = step {
+                i.check_libraries()
+                    .map_err(|e| bad(format!("field {}: {e}", f.name)))?;
+            }
+        }
+    }
     let split = match spec.get("split") {
         None | Some(Value::Null) => None,
         Some(s) => {
