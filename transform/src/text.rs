@@ -177,8 +177,10 @@ impl Tokenize {
     }
 }
 
-/// Pieces remembered per thread before the cache starts over.
-const PIECES_MAX: usize = 1 << 20;
+/// Pieces remembered per thread before the cache starts over: about 30 MB
+/// of short strings and their ids, more distinct pieces than most corpora
+/// have.
+const PIECES_MAX: usize = 1 << 18;
 
 thread_local! {
     /// Per thread: the tokenizer whose pieces are remembered, and each
