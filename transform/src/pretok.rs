@@ -384,6 +384,54 @@ mod tests {
         }
     }
 
+    /// Random texts over the characters the patterns treat differently
+    /// (kinds of whitespace, letters of several scripts and cases, marks,
+    /// digits, punctuation, symbols, apostrophes, emoji), split by both
+    /// engines: a deterministic generator, so a failure reproduces.
+    #[test]
+    fn random_texts_split_as_oniguruma_splits_them() {
+        const ALPHABET: &[char] = &[
+            ' ', ' ', ' ', '\t', '\n', '\r', '\u{a0}', '\u{3000}', '\u{2028}', '\u{85}', 'a', 'b',
+            'Z', 'é', 'ß', 'ſ', 'K', '\u{212a}', 'ǅ', 'ʰ', '中', 'テ', 'ー', '한', 'ж', 'ا',
+            '\u{301}', '\u{200d}', '0', '7', '٣', '½', '\'', '’', '.', ',', '!', '-', '/', '$',
+            '€', '+', '<', '|', '😀', '🇫', '\u{fe0f}', 's', 't', 'l', 'd', 'v', 'e', 'r', 'm', 'S',
+            'T',
+        ];
+        let patterns = [
+            GPT2_PATTERN,
+            r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+            r"[!\x22#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+            r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+        ];
+        let compiled: Vec<(FastPattern, tokenizers::utils::SysRegex)> = patterns
+            .iter()
+            .map(|p| {
+                (
+                    FastPattern::new(p).expect("fast form"),
+                    tokenizers::utils::SysRegex::new(p).expect("onig"),
+                )
+            })
+            .collect();
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..20_000 {
+            let len = (next() % 24) as usize;
+            let text: String = (0..len)
+                .map(|_| ALPHABET[(next() % ALPHABET.len() as u64) as usize])
+                .collect();
+            for (k, (fast, sys)) in compiled.iter().enumerate() {
+                let a = fast.find_matches(&text).expect("fast");
+                let b = sys.find_matches(&text).expect("onig");
+                assert_eq!(a, b, "pattern {k}, text {text:?}");
+            }
+        }
+    }
+
     #[test]
     fn the_byte_table_is_the_libraries() {
         let ours: std::collections::BTreeSet<char> = byte_chars().iter().copied().collect();
