@@ -216,6 +216,8 @@ pub struct Tokenizer {
     /// Whether [`Tokenizer::encode_pieces`] gives the library's ids: no
     /// post-processor ids asked for, and a model without randomness.
     pieces_cached: bool,
+    /// When a text without these characters can skip the added-token pass.
+    added_starts: Option<AddedStarts>,
     add_special_tokens: bool,
     bos: Option<u32>,
     eos: Option<u32>,
@@ -278,6 +280,7 @@ impl Tokenizer {
         Ok(Tokenizer {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             pieces_cached: !dropout && !step.add_special_tokens,
+            added_starts: AddedStarts::new(&inner, step.special_tokens),
             backend: Backend::Library(Box::new(inner)),
             add_special_tokens: step.add_special_tokens,
             bos,
@@ -307,6 +310,7 @@ impl Tokenizer {
         Ok(Tokenizer {
             id: 0,
             pieces_cached: false,
+            added_starts: None,
             add_special_tokens: false,
             bos,
             eos,
@@ -358,58 +362,141 @@ impl Tokenizer {
         text: &str,
         out: &mut Vec<u32>,
     ) -> tokenizers::Result<()> {
-        use tokenizers::{Model, OffsetReferential, OffsetType, PreTokenizer};
-        let mut pre = inner
-            .get_added_vocabulary()
-            .extract_and_normalize(inner.get_normalizer(), text);
+        use tokenizers::{OffsetReferential, OffsetType, PreTokenizer};
         let direct = inner.get_pre_tokenizer().and_then(|p| p.direct());
-        if direct.is_none()
-            && let Some(p) = inner.get_pre_tokenizer()
-        {
-            p.pre_tokenize(&mut pre)?;
-        }
-        let mut pieces = Vec::new();
-        let mut mapped = String::new();
         PIECES.with(|cell| -> tokenizers::Result<()> {
             let mut cache = cell.borrow_mut();
             if cache.0 != self.id || cache.1.len() > PIECES_MAX {
                 cache.0 = self.id;
                 cache.1.clear();
             }
+            let mut scratch = String::new();
+            // No added token can start in the text and the normalizer
+            // changes nothing: the library's first pass would leave the
+            // text as one split, so it is skipped.
+            if let Some(patterns) = &direct
+                && self
+                    .added_starts
+                    .as_ref()
+                    .is_some_and(|s| !s.may_start_in(text))
+            {
+                return direct_ids(inner, patterns, text, &mut cache.1, &mut scratch, out);
+            }
+            let mut pre = inner
+                .get_added_vocabulary()
+                .extract_and_normalize(inner.get_normalizer(), text);
+            if direct.is_none()
+                && let Some(p) = inner.get_pre_tokenizer()
+            {
+                p.pre_tokenize(&mut pre)?;
+            }
             for (piece, _, tokens) in pre.get_splits(OffsetReferential::Original, OffsetType::None)
             {
                 if let Some(tokens) = tokens {
                     out.extend(tokens.iter().map(|t| t.id));
                 } else if let Some(patterns) = &direct {
-                    // Splits and the byte mapping done here; a piece is
-                    // remembered by its text before the mapping.
-                    crate::pretok::split_pieces(patterns, piece, &mut pieces)?;
-                    for p in &pieces {
-                        if let Some(ids) = cache.1.get(*p) {
-                            out.extend_from_slice(ids);
-                            continue;
-                        }
-                        crate::pretok::map_bytes(p, &mut mapped);
-                        let model = inner.get_model();
-                        let ids: Vec<u32> = model.tokenize(&mapped)?.iter().map(|t| t.id).collect();
-                        out.extend_from_slice(&ids);
-                        cache.1.insert(p.to_string(), ids);
-                    }
+                    direct_ids(inner, patterns, piece, &mut cache.1, &mut scratch, out)?;
                 } else if let Some(ids) = cache.1.get(piece) {
                     out.extend_from_slice(ids);
                 } else {
-                    let ids: Vec<u32> = inner
-                        .get_model()
-                        .tokenize(piece)?
-                        .iter()
-                        .map(|t| t.id)
-                        .collect();
+                    let ids = model_ids(inner, piece)?;
                     out.extend_from_slice(&ids);
                     cache.1.insert(piece.to_string(), ids);
                 }
             }
             Ok(())
         })
+    }
+}
+
+/// The model's ids for one piece.
+fn model_ids(inner: &Inner, piece: &str) -> tokenizers::Result<Vec<u32>> {
+    use tokenizers::Model;
+    Ok(inner
+        .get_model()
+        .tokenize(piece)?
+        .iter()
+        .map(|t| t.id)
+        .collect())
+}
+
+/// The ids of `text` through the direct pre-tokenizer path: the split
+/// patterns and the byte mapping done here, each piece remembered by its
+/// text before the mapping.
+fn direct_ids(
+    inner: &Inner,
+    patterns: &[&crate::pretok::FastPattern],
+    text: &str,
+    cache: &mut std::collections::HashMap<String, Vec<u32>>,
+    mapped: &mut String,
+    out: &mut Vec<u32>,
+) -> tokenizers::Result<()> {
+    let mut pieces = Vec::new();
+    crate::pretok::split_pieces(patterns, text, &mut pieces)?;
+    for p in &pieces {
+        if let Some(ids) = cache.get(*p) {
+            out.extend_from_slice(ids);
+            continue;
+        }
+        crate::pretok::map_bytes(p, mapped);
+        let ids = model_ids(inner, mapped)?;
+        out.extend_from_slice(&ids);
+        cache.insert(p.to_string(), ids);
+    }
+    Ok(())
+}
+
+/// The first characters of the added tokens that can match (the special
+/// ones only when special tokens are on), when the normalizer changes
+/// nothing: a text with none of them holds no added token.
+struct AddedStarts {
+    ascii: [bool; 128],
+    other: Vec<char>,
+}
+
+impl AddedStarts {
+    fn new(inner: &Inner, special_tokens: bool) -> Option<AddedStarts> {
+        let plain = match inner.get_normalizer() {
+            None => true,
+            Some(tokenizers::NormalizerWrapper::Sequence(s)) => s.as_ref().is_empty(),
+            Some(_) => false,
+        };
+        if !plain {
+            return None;
+        }
+        let mut starts = AddedStarts {
+            ascii: [false; 128],
+            other: Vec::new(),
+        };
+        for t in inner
+            .get_added_vocabulary()
+            .get_added_tokens_decoder()
+            .values()
+        {
+            if t.special && !special_tokens {
+                continue;
+            }
+            match t.content.chars().next() {
+                Some(c) if c.is_ascii() => starts.ascii[c as usize] = true,
+                Some(c) => starts.other.push(c),
+                None => {}
+            }
+        }
+        Some(starts)
+    }
+
+    fn may_start_in(&self, text: &str) -> bool {
+        if self.other.is_empty() {
+            text.bytes().any(|b| b < 128 && self.ascii[usize::from(b)])
+        } else {
+            text.chars().any(|c| {
+                if c.is_ascii() {
+                    self.ascii[c as usize]
+                } else {
+                    self.other.contains(&c)
+                }
+            })
+        }
     }
 }
 
