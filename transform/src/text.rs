@@ -136,9 +136,7 @@ impl Tokenize {
         self.loaded = Some(Arc::new(tokenizer));
         Ok(())
     }
-}
 
-impl Tokenize {
     /// Reads the step's chat template at `path` (its `file` resolved):
     /// records its blake3 and compiles it. `bos_token` and `eos_token` are
     /// the step's `bos` and `eos` when given (with a template they are the
@@ -425,7 +423,7 @@ fn model_ids(inner: &Inner, piece: &str) -> tokenizers::Result<Vec<u32>> {
 /// text before the mapping.
 fn direct_ids(
     inner: &Inner,
-    patterns: &[&crate::pretok::FastPattern],
+    patterns: &[crate::pretok::FastPattern],
     text: &str,
     cache: &mut std::collections::HashMap<String, Vec<u32>>,
     mapped: &mut String,
@@ -572,11 +570,6 @@ mod tests {
 
     #[test]
     fn the_lock_file_has_the_recorded_library_version() {
-        let lock = include_str!("../../Cargo.lock");
-        let version = TOKENIZERS_LIBRARY
-            .strip_prefix("tokenizers ")
-            .unwrap_or_default();
-        let entry = format!("name = \"tokenizers\"\nversion = \"{version}\"");
-        assert!(lock.contains(&entry), "Cargo.lock lacks {entry}");
+        crate::test_support::assert_locked(TOKENIZERS_LIBRARY);
     }
 }

@@ -291,11 +291,8 @@ mod tests {
 
     #[test]
     fn the_lock_file_has_the_recorded_versions() {
-        let lock = include_str!("../../../Cargo.lock");
         for lib in IMAGE_LIBRARIES {
-            let (name, version) = lib.split_once(' ').unwrap_or_default();
-            let entry = format!("name = \"{name}\"\nversion = \"{version}\"");
-            assert!(lock.contains(&entry), "Cargo.lock lacks {entry}");
+            crate::test_support::assert_locked(lib);
         }
     }
 
