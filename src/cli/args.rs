@@ -1,0 +1,57 @@
+//! Parsers of argument values that clap does not know: `KEY=VALUE` storage
+//! options, byte sizes, and the bounded counts and times whose limits the
+//! error messages state.
+
+/// `--storage KEY=VALUE`.
+pub fn parse_storage_option(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!(
+            "{s:?} is not KEY=VALUE (for example endpoint=http://127.0.0.1:8333)"
+        )),
+    }
+}
+
+/// A byte size (`2GiB`, `500MB`), as a spec writes one.
+pub fn parse_size_arg(s: &str) -> Result<u64, String> {
+    tessera::spec::parse_size(s)
+}
+
+/// Most build threads: more would only add memory and scheduling overhead
+/// (each one also gets a query partition), and absurd counts hang the start.
+const MAX_BUILD_THREADS: usize = 1024;
+
+pub fn parse_threads_arg(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_BUILD_THREADS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{s:?} is not a thread count from 1 to {MAX_BUILD_THREADS}"
+        )),
+    }
+}
+
+/// Deepest prefetch: each batch ahead is a buffer of `batch_size x stride`
+/// bytes per thread, so more only costs memory.
+const MAX_PREFETCH: usize = 1024;
+
+pub fn parse_prefetch_arg(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_PREFETCH).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{s:?} is not a prefetch depth from 1 to {MAX_PREFETCH}"
+        )),
+    }
+}
+
+/// Longest simulated step: a minute per batch is already far slower than
+/// any training step.
+const MAX_STEP_MS: f64 = 60_000.0;
+
+pub fn parse_step_ms_arg(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(ms) if (0.0..=MAX_STEP_MS).contains(&ms) => Ok(ms),
+        _ => Err(format!(
+            "{s:?} is not a step time in milliseconds from 0 to {MAX_STEP_MS}"
+        )),
+    }
+}
