@@ -55,3 +55,60 @@ pub fn parse_step_ms_arg(s: &str) -> Result<f64, String> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_options_split_at_the_first_equals_sign() {
+        assert_eq!(
+            parse_storage_option(" endpoint =http://h:1/?a=b").unwrap(),
+            ("endpoint".to_string(), "http://h:1/?a=b".to_string())
+        );
+        assert_eq!(
+            parse_storage_option("allow_http=").unwrap(),
+            ("allow_http".to_string(), String::new())
+        );
+        for bad in ["endpoint", "=x", " =x", ""] {
+            let e = parse_storage_option(bad).unwrap_err();
+            assert!(e.contains("KEY=VALUE"), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn counts_and_times_are_taken_within_their_bounds_only() {
+        assert_eq!(parse_threads_arg("1"), Ok(1));
+        assert_eq!(parse_threads_arg(" 1024 "), Ok(MAX_BUILD_THREADS));
+        for bad in ["0", "1025", "-1", "2.5", "many", ""] {
+            assert!(
+                parse_threads_arg(bad).unwrap_err().contains("1 to 1024"),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(parse_prefetch_arg("1024"), Ok(MAX_PREFETCH));
+        for bad in ["0", "1025", "x"] {
+            assert!(
+                parse_prefetch_arg(bad).unwrap_err().contains("1 to 1024"),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(parse_step_ms_arg("0"), Ok(0.0));
+        assert_eq!(parse_step_ms_arg("2.5"), Ok(2.5));
+        assert_eq!(parse_step_ms_arg("60000"), Ok(MAX_STEP_MS));
+        for bad in ["-0.5", "60000.5", "NaN", "inf", "soon"] {
+            assert!(
+                parse_step_ms_arg(bad).unwrap_err().contains("0 to 60000"),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn sizes_take_binary_units() {
+        assert_eq!(parse_size_arg("1KiB"), Ok(1024));
+        assert_eq!(parse_size_arg("2GiB"), Ok(2 << 30));
+        assert!(parse_size_arg("2XB").is_err());
+        assert!(parse_size_arg("").is_err());
+    }
+}

@@ -117,3 +117,38 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// clap's own consistency check of the definitions (names that
+    /// `conflicts_with` and `requires` point at exist, no two arguments
+    /// share a flag, defaults parse, ...), which it otherwise runs only when
+    /// a command line reaches the faulty command.
+    #[test]
+    fn the_definitions_are_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn storage_and_cache_dir_follow_the_subcommand_and_inspect_path_excludes_json() {
+        let cli = Cli::try_parse_from([
+            "tessera",
+            "cache",
+            "ls",
+            "--storage",
+            "region=x",
+            "--cache-dir",
+            "c",
+        ])
+        .unwrap();
+        assert_eq!(cli.storage, [("region".to_string(), "x".to_string())]);
+        assert!(matches!(cli.command, Command::Cache(_)));
+        let e = Cli::try_parse_from(["tessera", "inspect", "t", "--json", "--path"])
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict);
+    }
+}
