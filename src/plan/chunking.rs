@@ -367,7 +367,7 @@ fn reads(plan: &dyn ExecutionPlan, source: &str) -> bool {
 
 /// Why a global query's result could depend on the order rows arrive in
 /// (and so on the thread count), if it could: aggregates other than exact
-/// ones (count, min, max, integer and decimal sums, ...), window functions, and limits.
+/// ones (count, min, max, sums and averages, ...), window functions, and limits.
 /// Such queries run in one partition.
 pub fn order_sensitive(plan: &LogicalPlan) -> Option<String> {
     let mut found = None;
@@ -413,6 +413,10 @@ fn inexact_aggregate(
                     | "approx_distinct"
                     // The exact decimal average (plan/decimal.rs): integer sums.
                     | "tessera_exact_avg"
+                    // Float sums and averages through exact sums
+                    // (plan/exact_float.rs).
+                    | super::exact_float::EXACT_SUM
+                    | super::exact_float::EXACT_AVG
             );
             // Decimal sums are integer sums of the unscaled values.
             let integer_args = f.params.args.iter().all(|a| {

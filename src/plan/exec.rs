@@ -123,6 +123,12 @@ pub fn session(opts: &SessionOptions) -> Result<SessionContext, PlanError> {
         Arc::new(super::decimal::ExactDecimals),
     )
     .map_err(query_err("starting the query engine"))?;
+    // Float sums and averages as exact sums (any partitioning, same bytes).
+    datafusion::execution::FunctionRegistry::register_function_rewrite(
+        &mut state,
+        Arc::new(super::exact_float::ExactFloatSums),
+    )
+    .map_err(query_err("starting the query engine"))?;
     Ok(SessionContext::new_with_state(state))
 }
 

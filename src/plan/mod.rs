@@ -25,6 +25,7 @@ mod decimal;
 mod diagnose;
 mod encode;
 pub mod engine;
+pub(crate) mod exact_float;
 pub(crate) mod exec;
 mod pruning;
 pub mod rows;

@@ -40,7 +40,29 @@ pub(super) fn canonical(spec: &Spec) -> Value {
     if let Some(p) = &spec.pack {
         v["pack"] = p.canonical_json();
     }
+    // Float SUM and AVG became exact sums (docs/SPEC.md, "Determinism"):
+    // a query that may call them hashes differently from before; the
+    // others keep their hashes.
+    if spec.query.as_deref().is_some_and(calls_sum_or_avg) {
+        v["float_sums"] = json!("exact");
+    }
     v
+}
+
+/// Whether SQL text may call `SUM`, `AVG` or `MEAN` (any case): one of the
+/// words, not part of a longer name, then `(` after optional space. Text in
+/// strings and comments counts too, which only costs a cache miss.
+fn calls_sum_or_avg(sql: &str) -> bool {
+    let s = sql.to_ascii_lowercase();
+    let b = s.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    ["sum", "avg", "mean"].iter().any(|w| {
+        s.match_indices(w).any(|(i, _)| {
+            let before_ok = i == 0 || !ident(b[i - 1]);
+            let rest = s[i + w.len()..].trim_start();
+            before_ok && rest.starts_with('(')
+        })
+    })
 }
 
 fn source(s: &Source) -> Value {
@@ -66,4 +88,28 @@ fn source(s: &Source) -> Value {
         "name": s.name,
         "partition_columns": s.partition_columns,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::calls_sum_or_avg;
+
+    #[test]
+    fn finds_sum_and_avg_calls_only() {
+        for q in [
+            "SELECT SUM(x) FROM t",
+            "select k, avg (x) from t group by k",
+            "SELECT mean(x) FROM t",
+            "SELECT\n  Sum(\n x) FROM t",
+        ] {
+            assert!(calls_sum_or_avg(q), "{q}");
+        }
+        for q in [
+            "SELECT checksum(x), summary, average FROM t",
+            "SELECT x AS sum FROM t",
+            "SELECT my_avg(x) FROM t",
+        ] {
+            assert!(!calls_sum_or_avg(q), "{q}");
+        }
+    }
 }

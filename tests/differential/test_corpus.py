@@ -138,3 +138,38 @@ def test_plan_is_reported(q: Q, builder: Builder) -> None:
     if plan == GLOBAL:
         reason = report.get("plan_reason")
         assert isinstance(reason, str) and reason.strip(), f"{q.id}: global plan without a plan_reason ({reason!r})"
+
+
+# Global queries whose only order-sensitive parts were float SUM/AVG: they now
+# run in all partitions (exact sums), so the build must not fall back to one.
+PARALLEL_FLOAT_SUMS = ("shuffled_group_by", "csv_group_by", "csv_quoted_line_breaks_count",
+                       "group_by_spec_filter", "split_group_by", "standardize_group_by")
+
+
+@pytest.mark.parametrize("qid", PARALLEL_FLOAT_SUMS)
+def test_float_sums_run_in_all_partitions(qid: str, builder: Builder) -> None:
+    q = next(x for x in QUERIES if x.id == qid)
+    report = builder.get(q, "many", 2).report
+    assert report.get("plan") == GLOBAL, f"{qid}: plan {report.get('plan')!r}"
+    assert report.get("plan_serial") is None, \
+        f"{qid}: ran in one partition because of {report.get('plan_serial')!r}"
+
+
+def test_float_sums_are_the_exactly_rounded_sums(builder: Builder, duck: DuckOracle) -> None:
+    """SUM(y) per group equals math.fsum (the correctly rounded sum, computed
+    here from the rows DuckDB reads) bit for bit, whatever the thread count:
+    not merely close, as an engine adding in row order would be."""
+    import math
+    q = next(x for x in QUERIES if x.id == "shuffled_group_by")
+    rows = duck.con.execute("SELECT u, y FROM fact WHERE y IS NOT NULL").fetchall()
+    groups: dict = {}
+    for u, y in rows:
+        groups.setdefault(u, []).append(y)
+    want = {u: math.fsum(ys) for u, ys in groups.items()}
+    assert any(math.fsum(ys) != sum(ys) for ys in groups.values()), \
+        "the data must have a group whose naive sum is not the exact one"
+    for threads in THREADS:
+        fields = builder.get(q, "many", threads).shards.decoded()
+        got = dict(zip(fields["u"].tolist(), fields["sy"].tolist()))
+        bad = [(u, got.get(u), w) for u, w in want.items() if got.get(u) != w]
+        assert not bad, f"--threads {threads}: {len(bad)} group sums are not exact, e.g. {bad[:3]}"

@@ -7,6 +7,9 @@
 //! `f64` once, at the end. [`variance`] then computes `n*Q - S^2` exactly from
 //! the sums of values `S` and of their squares `Q`.
 
+mod fsum;
+pub use fsum::FSum;
+
 /// Bits per limb.
 const LIMB_BITS: u32 = 32;
 /// Limbs: 2098 bits for any finite f64 scaled by 2^1074, plus 64 bits of
@@ -103,6 +106,47 @@ impl ExactSum {
         self.nan += other.nan;
         self.pos_inf += other.pos_inf;
         self.neg_inf += other.neg_inf;
+    }
+
+    /// The sum as bytes, for a partial aggregate's state: the counts of NaN,
+    /// +inf and -inf (u64 each), the index of the first non-zero limb (u8),
+    /// then the limbs from it to the last non-zero one (i64 each, after carry
+    /// propagation), all little-endian. Equal sums give equal bytes.
+    pub fn to_state(&self) -> Vec<u8> {
+        let mut s = self.clone();
+        s.normalize();
+        let first = s.limbs.iter().position(|&l| l != 0).unwrap_or(0);
+        let last = s.limbs.iter().rposition(|&l| l != 0).unwrap_or(0);
+        let mut out = Vec::with_capacity(25 + 8 * (last + 1 - first));
+        for c in [s.nan, s.pos_inf, s.neg_inf] {
+            out.extend_from_slice(&c.to_le_bytes());
+        }
+        out.push(first as u8);
+        for l in &s.limbs[first..=last] {
+            out.extend_from_slice(&l.to_le_bytes());
+        }
+        out
+    }
+
+    /// The sum [`ExactSum::to_state`] wrote; `None` for bytes it cannot
+    /// have written.
+    pub fn from_state(bytes: &[u8]) -> Option<ExactSum> {
+        let word = |b: &[u8]| -> Option<[u8; 8]> { b.try_into().ok() };
+        let (counts, rest) = bytes.split_at_checked(24)?;
+        let (&first, limbs) = rest.split_first()?;
+        let first = usize::from(first);
+        if limbs.len() % 8 != 0 || first + limbs.len() / 8 > LIMBS {
+            return None;
+        }
+        let mut s = ExactSum::new();
+        s.nan = u64::from_le_bytes(word(&counts[0..8])?);
+        s.pos_inf = u64::from_le_bytes(word(&counts[8..16])?);
+        s.neg_inf = u64::from_le_bytes(word(&counts[16..24])?);
+        for (k, chunk) in limbs.chunks_exact(8).enumerate() {
+            s.limbs[first + k] = i64::from_le_bytes(word(chunk)?);
+        }
+        s.pending = 1;
+        Some(s)
     }
 
     /// Propagates carries: every limb but the top one in `0..2^32`.
@@ -392,6 +436,28 @@ mod tests {
         let mut s = ExactSum::new();
         xs.iter().for_each(|&x| s.add(x));
         s.to_f64()
+    }
+
+    #[test]
+    fn a_state_round_trips_and_merges_exactly() {
+        let xs = [1e300, -1e300, 3.5, f64::MIN_POSITIVE, -2.25e-310, 7e15, 0.1];
+        let mut whole = ExactSum::new();
+        xs.iter().for_each(|&x| whole.add(x));
+        let mut merged = ExactSum::new();
+        for part in xs.chunks(3) {
+            let mut p = ExactSum::new();
+            part.iter().for_each(|&x| p.add(x));
+            let back = ExactSum::from_state(&p.to_state()).expect("own state");
+            merged.merge(&back);
+        }
+        assert_eq!(merged.to_f64(), whole.to_f64());
+        assert_eq!(merged.to_state(), whole.to_state());
+        let mut inf = ExactSum::new();
+        inf.add(f64::INFINITY);
+        let back = ExactSum::from_state(&inf.to_state()).expect("own state");
+        assert_eq!(back.to_f64(), f64::INFINITY);
+        assert!(ExactSum::from_state(&[0u8; 10]).is_none());
+        assert!(ExactSum::from_state(&[0u8; 25 + 8 * 69]).is_none());
     }
 
     #[test]
