@@ -486,7 +486,10 @@ impl Planner {
             &ctx,
             self.tables
                 .values()
-                .map(|t| (Arc::clone(t), whole_or_chunked(t, &self.spec), threads))
+                .map(|t| {
+                    let parts = whole_or_chunked(t, &self.spec, threads);
+                    (Arc::clone(t), parts, threads)
+                })
                 .collect(),
         )?;
         // TESSERA_GLOBAL_ORDER=none skips the sort, for benchmarks/global_query.py
@@ -822,9 +825,19 @@ fn planning_options(opts: &PlanOptions, chunked: Option<String>) -> SessionOptio
 }
 
 /// The parts a global query reads: the chunk cuts (so several partitions
-/// share a large file), or whole files.
-fn whole_or_chunked(t: &SourceTable, spec: &Spec) -> Vec<FilePart> {
-    match chunking::cut(t, spec.chunks.target_bytes) {
+/// share a large file), or whole files. A Parquet source is cut finer, to
+/// about four parts per partition where its row groups allow, so that one
+/// large file is scanned by every partition (cutting by row groups reads
+/// nothing; a text file's cuts would have to be found by reading it). The
+/// parts are contiguous and in order, so one partition reads the rows in
+/// input order as before.
+fn whole_or_chunked(t: &SourceTable, spec: &Spec, partitions: usize) -> Vec<FilePart> {
+    let mut target = spec.chunks.target_bytes;
+    if t.format == SourceFormat::Parquet && partitions > 1 {
+        let total: u64 = t.files.iter().map(|f| f.size).sum();
+        target = target.min((total / (4 * partitions as u64)).max(1));
+    }
+    match chunking::cut(t, target) {
         Ok(chunks) => chunks.into_iter().flat_map(|c| c.parts).collect(),
         Err(_) => t.all_parts(),
     }
