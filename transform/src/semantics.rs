@@ -136,6 +136,15 @@ mod tests {
         h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         assert_eq!(stable_hash(b""), h ^ (h >> 31));
         assert_ne!(stable_hash(b"a"), stable_hash(b"b"));
+        // FNV-1a 64 of "a" and "foobar" are the published test vectors
+        // 0xaf63dc4c8601ec8c and 0x85944171f73967e8; these values are them
+        // through the SplitMix64 finalizer, computed by a separate Python
+        // implementation of docs/SPEC.md's formula.
+        assert_eq!(stable_hash(b"a"), 0x02c0_bdbf_4814_20f8);
+        assert_eq!(stable_hash(b"foobar"), 0x404d_a9e3_b740_78c2);
+        assert_eq!(stable_hash(b"JFK"), 0x60c3_c2b5_2e17_cd0f);
+        assert_eq!(stable_hash("naïve".as_bytes()), 0xde6b_8471_27ce_5820);
+        assert_eq!(hash_bucket(b"JFK", 1_000_003), 399_591);
         assert_eq!(hash_bucket(b"JFK", 1), 0);
         assert!(hash_bucket(b"JFK", 7) < 7);
     }
