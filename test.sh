@@ -8,7 +8,7 @@
 # thread counts and input cuts), and a short fuzz run of the format and spec parsers.
 #   ./test.sh                   everything
 #   FUZZ_SECONDS=0 ./test.sh    skip the fuzz run
-#   TESSERA_LINT=1 ./test.sh    also rustfmt --check and clippy -D warnings
+#   TESSERA_LINT=0 ./test.sh    skip rustfmt --check and clippy -D warnings (run by default)
 #   SPEED_GUARD=0 ./test.sh     skip the speed guard (scripts/speed_guard.py)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -20,9 +20,11 @@ scripts/setup.sh --test
 # After setup: the linker flags depend on what setup installed.
 source scripts/env.sh
 
-if [[ "${TESSERA_LINT:-0}" == "1" ]]; then
-  step "lint"
+if [[ "${TESSERA_LINT:-1}" == "1" ]]; then
+  step "lint (rustfmt --check, clippy -D warnings)"
   cargo fmt --all -- --check
+  # One package at a time, like the tests below (the same features, so the
+  # dependencies are checked once).
   for pkg in tessera-shards-reader tessera-shards-transform tessera-shards tessera-shards-python; do
     cargo clippy --release -p "$pkg" --all-targets -- -D warnings
   done
