@@ -1,6 +1,6 @@
 //! Human-readable views of a shard set: `tessera inspect` and `tessera head`.
 
-use crate::transform::FrozenStats;
+use crate::accumulators::FrozenStats;
 use std::fmt::Write as _;
 use tessera_reader::{DType, Dataset, FieldLayout};
 

@@ -13,6 +13,7 @@
 //! [`serve`] applies an artifact's transforms to new rows (`tessera transform`,
 //! `tessera export-transform`) through the `tessera_transform` crate.
 
+pub mod accumulators;
 pub mod artifact;
 pub mod bench;
 pub mod build;
@@ -33,6 +34,5 @@ pub mod remote_input;
 pub mod serve;
 pub mod serve_bench;
 pub mod spec;
-pub mod transform;
 
 pub use build::{BuildError, BuildOptions, BuildReport, build};

@@ -7,7 +7,7 @@
 //! pattern, which the reader puts back.
 
 use super::BuildError;
-use crate::transform::FrozenStats;
+use crate::accumulators::FrozenStats;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 

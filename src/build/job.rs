@@ -5,13 +5,13 @@
 
 use super::resources::batch_rows;
 use super::{BuildError, check_not_empty, layout_of, split_names};
+use crate::accumulators::{FrozenStats, SEMANTICS_VERSION};
 use crate::fingerprint;
 use crate::plan::{
     Chunk, Decision, EncodeOutput, OutputBudget, PlanOptions, Planner, ScanMetrics, StatsPartial,
 };
 use crate::progress::Progress;
 use crate::spec::Spec;
-use crate::transform::{FrozenStats, SEMANTICS_VERSION};
 use rayon::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -22,12 +22,12 @@ pub use resources::{
 };
 pub use tasks::{BuildPlan, PLAN_FORMAT, Task, TaskKind, commit, plan, run_task, run_tasks};
 
+use crate::accumulators::SEMANTICS_VERSION;
 use crate::cache::Cache;
 use crate::fingerprint::{self, SourceFiles};
 use crate::plan::{Decision, OutputBudget, PlanOptions, Planner, ScanMetrics};
 use crate::progress::{Progress, ProgressMode};
 use crate::spec::Spec;
-use crate::transform::SEMANTICS_VERSION;
 use errors::locate;
 use job::{Built, Job};
 use serde::Serialize;

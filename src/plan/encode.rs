@@ -7,9 +7,9 @@
 
 use super::PlanError;
 use super::stats::Rows;
+use crate::accumulators::FrozenStats;
 use crate::pack::stream::StreamWriter;
 use crate::spec::Spec;
-use crate::transform::FrozenStats;
 use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use std::path::{Path as FsPath, PathBuf};
@@ -555,7 +555,7 @@ mod tests {
                 .collect();
             let want: Vec<i64> = (0..64)
                 .filter(|&i| {
-                    crate::transform::split_of(keys[i as usize].as_bytes(), &cum) == *split
+                    crate::accumulators::split_of(keys[i as usize].as_bytes(), &cum) == *split
                 })
                 .collect();
             assert_eq!(vals, want, "split {split}");

@@ -792,7 +792,7 @@ impl Planner {
         &self,
         chunk: &Chunk,
         layout: &tessera_reader::RecordLayout,
-        frozen: &[Option<Vec<crate::transform::FrozenStats>>],
+        frozen: &[Option<Vec<crate::accumulators::FrozenStats>>],
         dir: &Path,
         target_bytes: u64,
         budget: Option<&OutputBudget>,

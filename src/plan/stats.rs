@@ -4,8 +4,8 @@
 
 use super::PlanError;
 use super::vocab::{SpillConfig, VocabCounter, VocabError};
+use crate::accumulators::{FrozenStats, Moments};
 use crate::spec::{Spec, Transform};
-use crate::transform::{FrozenStats, Moments};
 use datafusion::arrow::record_batch::RecordBatch;
 use tessera_transform::chain::{Chain, Path, StatsKind};
 use tessera_transform::split::{Splits, row_splits};

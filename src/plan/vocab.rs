@@ -8,7 +8,7 @@
 //! as counting everything in memory, whatever the budget, the order of the
 //! values or the way they were cut into tasks.
 
-use crate::transform::Counts;
+use crate::accumulators::Counts;
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;
@@ -346,7 +346,7 @@ mod tests {
             }
         }
         // Interleave deterministically.
-        out.sort_by_key(|s| crate::transform::stable_hash(s.as_bytes()));
+        out.sort_by_key(|s| crate::accumulators::stable_hash(s.as_bytes()));
         out
     }
 

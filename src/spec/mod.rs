@@ -6,7 +6,6 @@
 //! both. Every problem found on the way is a [`SpecError`] naming the spec
 //! file, the key path and the line. docs/SPEC.md describes the language.
 
-mod build;
 mod canonical;
 mod error;
 mod fields;
@@ -15,19 +14,20 @@ mod pack;
 mod read;
 mod sql;
 mod suggest;
+mod toplevel;
 mod transforms;
 mod yaml;
 
-pub use build::{
-    DEFAULT_CHUNK_BYTES, DEFAULT_TARGET_BYTES, MAX_SPLITS, MIN_CHUNK_BYTES, MIN_TARGET_BYTES,
-    parse_size,
-};
 pub use error::SpecError;
 pub use pack::{
     Algorithm, DEFAULT_GROUP_DOCS, LOSS_MASK, MAX_LENGTH, Overflow, POSITIONS, PackOptions,
     SEGMENT_IDS,
 };
 pub use read::SpecLocations;
+pub use toplevel::{
+    DEFAULT_CHUNK_BYTES, DEFAULT_TARGET_BYTES, MAX_SPLITS, MIN_CHUNK_BYTES, MIN_TARGET_BYTES,
+    parse_size,
+};
 // The field model (a field's input, shape, nulls and transform steps) lives in
 // the transform crate, which the serving path shares; the spec calls the steps
 // transforms.
@@ -226,7 +226,7 @@ impl Spec {
         // `absolute` only joins onto the working directory; it does not
         // require the file to exist.
         let abs_path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-        build::build(&root, path, abs_path)
+        toplevel::read_spec(&root, path, abs_path)
     }
 
     /// Expands every source's `path` (file, glob or directory, relative to

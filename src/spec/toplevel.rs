@@ -104,7 +104,7 @@ const SQL_RESERVED: &[&str] = &[
 
 /// Validates the whole document. `file` is the spec path as the caller gave
 /// it (for messages), `abs_path` its absolute form.
-pub(super) fn build(root: &Node, file: &Path, abs_path: PathBuf) -> Result<Spec, SpecError> {
+pub(super) fn read_spec(root: &Node, file: &Path, abs_path: PathBuf) -> Result<Spec, SpecError> {
     let ctx = Ctx { file };
     let top = Item {
         path: "",
