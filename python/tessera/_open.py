@@ -54,8 +54,8 @@ def open(
     shard). When the store cannot be reached but an earlier open kept the
     set's manifest in that cache and every shard is there (and matches its
     blake3), the kept manifest is used, with a ``UserWarning`` saying so
-    (README, "Object storage"). ``storage_options`` are object-store settings
-    (``endpoint``, ``region``, ``allow_http``, ...) on top of the
+    (docs/USAGE.md, "Object storage"). ``storage_options`` are object-store
+    settings (``endpoint``, ``region``, ``allow_http``, ...) on top of the
     environment's (``AWS_ENDPOINT``, ``AWS_REGION``, ...).
 
     Raises ``NotFoundError`` (a ``FileNotFoundError``) when there is no
