@@ -83,6 +83,20 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     f.commit()
 }
 
+/// Moves the file `from` to `to`: a rename where it can, else (another file
+/// system) an atomic copy ([`AtomicFile`]) and the removal of `from`. An
+/// error names the file it is about.
+pub fn move_file(from: &Path, to: &Path) -> Result<()> {
+    if std::fs::rename(from, to).is_ok() {
+        return Ok(());
+    }
+    let mut source = File::open(from).map_err(|e| Error::io(from, e))?;
+    let mut copy = AtomicFile::create(to)?;
+    io::copy(&mut source, &mut copy.file).map_err(|e| Error::io(copy.temp_path(), e))?;
+    copy.commit()?;
+    std::fs::remove_file(from).map_err(|e| Error::io(from, e))
+}
+
 /// fsyncs a directory so that renames and new entries in it are durable.
 pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
@@ -156,6 +170,27 @@ mod tests {
         assert!(matches!(err, Error::Io { .. }));
         assert!(err.to_string().contains(".f."), "{err}");
         assert!(sync_dir(&d.path().join("no")).is_err());
+    }
+
+    #[test]
+    fn move_file_renames_or_copies() {
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        fs::write(&a, b"shard").unwrap();
+        move_file(&a, &b).unwrap();
+        assert_eq!(fs::read(&b).unwrap(), b"shard");
+        assert_eq!(names(d.path()), ["b"]);
+        // A missing source is an error naming it, and leaves nothing.
+        let err = move_file(&a, &d.path().join("c")).unwrap_err();
+        assert!(err.to_string().contains(&*a.to_string_lossy()), "{err}");
+        assert_eq!(names(d.path()), ["b"]);
+        // Where a rename cannot work (a directory where the target is), the
+        // copy is tried and fails cleanly too.
+        let blocked = d.path().join("dir");
+        fs::create_dir(&blocked).unwrap();
+        fs::write(blocked.join("x"), b"x").unwrap();
+        assert!(move_file(&b, &blocked).is_err());
+        assert_eq!(names(d.path()), ["b", "dir"]);
     }
 
     #[test]

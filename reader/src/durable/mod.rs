@@ -6,8 +6,9 @@
 //! holds everywhere:
 //!
 //! - [`atomic`]: a file is replaced whole or not at all (a temporary
-//!   sibling, fsynced, renamed over the target), and a directory is fsynced
-//!   ([`sync_dir`]) when the new name must survive a power cut.
+//!   sibling, fsynced, renamed over the target), a file moved to another
+//!   file system arrives the same way ([`move_file`]), and a directory is
+//!   fsynced ([`sync_dir`]) when the new name must survive a power cut.
 //! - [`temp`]: temporary names never collide, within a process or across
 //!   processes ([`unique_suffix`]), and a temporary file or directory is
 //!   removed when the work that made it fails ([`TempPath`]).
@@ -29,7 +30,7 @@ pub mod lock;
 pub mod size;
 pub mod temp;
 
-pub use atomic::{AtomicFile, sync_dir, sync_file, write_atomic};
+pub use atomic::{AtomicFile, move_file, sync_dir, sync_file, write_atomic};
 pub use hex::{hash_reader, hex, is_hex_digest};
 pub use lock::{FileLock, LockKind, LockOptions, Locked, NoLocks, is_no_locks, lock, share};
 pub use size::parse_size;
