@@ -6,10 +6,9 @@
 //! [`recall`]. A manifest the store says is not there (404) is never
 //! replaced by a copy: the set was removed, or never pushed.
 
-use crate::durable::{hex, write_atomic};
+use crate::durable::{hash_reader, hex, write_atomic};
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// Where the copy of `url`'s manifest is kept under the cache root.
@@ -72,16 +71,7 @@ pub(crate) fn recall(cache_root: &Path, url: &str) -> Result<Manifest> {
         if size != s.bytes {
             return Err(missing());
         }
-        let mut hasher = blake3::Hasher::new();
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = f.read(&mut buf).map_err(|e| Error::io(&shard, e))?;
-            if n == 0 {
-                break;
-            }
-            hasher.update(&buf[..n]);
-        }
-        let actual = hex(hasher.finalize().as_bytes());
+        let actual = hash_reader(&mut f).map_err(|e| Error::io(&shard, e))?;
         if actual != s.blake3 {
             return Err(Error::Checksum {
                 path: shard,
