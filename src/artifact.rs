@@ -6,6 +6,7 @@
 use crate::build::BuildError;
 use crate::cache::{Cache, CacheEntry};
 use std::path::{Path, PathBuf};
+use tessera_reader::durable::{TempPath, remove_all, sync_file, temp_sibling};
 
 /// Finds the shard set `arg` names:
 ///
@@ -108,51 +109,41 @@ pub fn export(src: &Path, dest: &Path) -> Result<(), BuildError> {
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
-    let name = dest
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "out".into());
-    let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
-    if tmp.exists() {
-        std::fs::remove_dir_all(&tmp).map_err(|e| io(&tmp, e))?;
+    // Removed on any failure below.
+    let tmp = TempPath::create_dir_beside(dest)?;
+    let manifest = read_manifest(src)?;
+    for s in &manifest.shards {
+        let (from, to) = (src.join(&s.file), tmp.path().join(&s.file));
+        if std::fs::hard_link(&from, &to).is_err() {
+            std::fs::copy(&from, &to).map_err(|e| io(&from, e))?;
+            sync_file(&to)?;
+        }
     }
-    std::fs::create_dir(&tmp).map_err(|e| io(&tmp, e))?;
-    let result = (|| {
-        let manifest = read_manifest(src)?;
-        for s in &manifest.shards {
-            let (from, to) = (src.join(&s.file), tmp.join(&s.file));
-            if std::fs::hard_link(&from, &to).is_err() {
-                std::fs::copy(&from, &to).map_err(|e| io(&from, e))?;
-                std::fs::File::open(&to)
-                    .and_then(|f| f.sync_all())
-                    .map_err(|e| io(&to, e))?;
-            }
+    for extra in sidecars(src)? {
+        let (from, to) = (src.join(&extra), tmp.path().join(&extra));
+        if std::fs::hard_link(&from, &to).is_err() {
+            std::fs::copy(&from, &to).map_err(|e| io(&from, e))?;
         }
-        for extra in sidecars(src)? {
-            let (from, to) = (src.join(&extra), tmp.join(&extra));
-            if std::fs::hard_link(&from, &to).is_err() {
-                std::fs::copy(&from, &to).map_err(|e| io(&from, e))?;
-            }
-        }
-        let (from, to) = (src.join("manifest.json"), tmp.join("manifest.json"));
-        std::fs::copy(&from, &to).map_err(|e| io(&from, e))?;
-        std::fs::File::open(&to)
-            .and_then(|f| f.sync_all())
-            .map_err(|e| io(&to, e))?;
-        if dest.exists() {
-            let old = parent.join(format!(".{name}.old-{}", std::process::id()));
-            std::fs::rename(dest, &old).map_err(|e| io(dest, e))?;
-            std::fs::rename(&tmp, dest).map_err(|e| io(dest, e))?;
-            std::fs::remove_dir_all(&old).map_err(|e| io(&old, e))?;
-        } else {
-            std::fs::rename(&tmp, dest).map_err(|e| io(dest, e))?;
-        }
-        Ok::<(), BuildError>(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_dir_all(&tmp);
     }
-    result
+    let (from, to) = (src.join("manifest.json"), tmp.path().join("manifest.json"));
+    std::fs::copy(&from, &to).map_err(|e| io(&from, e))?;
+    sync_file(&to)?;
+    if dest.exists() {
+        // The earlier export goes aside, and comes back if the new one
+        // cannot take its place.
+        let old = temp_sibling(dest);
+        std::fs::rename(dest, &old).map_err(|e| io(dest, e))?;
+        if let Err(e) = std::fs::rename(tmp.path(), dest) {
+            let _ = std::fs::rename(&old, dest);
+            return Err(io(dest, e));
+        }
+        tmp.keep();
+        remove_all(&old)?;
+    } else {
+        std::fs::rename(tmp.path(), dest).map_err(|e| io(dest, e))?;
+        tmp.keep();
+    }
+    Ok(())
 }
 
 /// Files of a shard set besides the manifest and the shards it lists.

@@ -14,10 +14,11 @@
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File, Metadata};
-use std::io::{self, Write};
+use std::fs::{self, Metadata};
+use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, SystemTime};
+use tessera_reader::durable::AtomicFile;
 
 /// File name of the stat cache inside the cache root.
 pub const STAT_CACHE_FILE: &str = "stat-cache.json";
@@ -294,8 +295,7 @@ impl StatCache {
             path: path.clone(),
             source: io::Error::other(e),
         })?;
-        write_atomically(&path, &bytes)
-            .map_err(|(p, source)| FingerprintError::StatCacheWrite { path: p, source })?;
+        write_atomically(&path, &bytes)?;
         self.entries = file.entries;
         self.changed.clear();
         self.removed.clear();
@@ -346,41 +346,29 @@ fn read_stat_file(path: &Path) -> Result<BTreeMap<String, StatEntry>, Option<Str
     Ok(file.entries)
 }
 
-/// Writes `bytes` to a uniquely named sibling of `path`, fsyncs it and renames
-/// it over `path`. On failure, returns the path the error is about.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), (PathBuf, io::Error)> {
+/// Replaces the stat cache file `path` with `bytes` atomically (its
+/// directory created if needed), through
+/// [`tessera_reader::durable::AtomicFile`]. The temporary name starts with
+/// `.<file name>.`, which `gc` sweeps when a process died mid-write.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), FingerprintError> {
+    let failed = |e: tessera_reader::Error| match e {
+        tessera_reader::Error::Io { path, source } => {
+            FingerprintError::StatCacheWrite { path, source }
+        }
+        other => FingerprintError::StatCacheWrite {
+            path: path.to_path_buf(),
+            source: io::Error::other(other),
+        },
+    };
     let dir = path.parent().unwrap_or(Path::new("."));
-    fs::create_dir_all(dir).map_err(|e| (dir.to_path_buf(), e))?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(
-        ".{name}.{}.{}.tmp",
-        std::process::id(),
-        unique_suffix()
-    ));
-    let result = (|| {
-        let mut f = File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        crate::fault::point("stat-cache.written");
-        Ok(())
-    })();
-    if let Err(e) = result.and_then(|()| fs::rename(&tmp, path)) {
-        let _ = fs::remove_file(&tmp);
-        return Err((tmp, e));
-    }
-    Ok(())
-}
-
-/// A value unlikely to repeat within one process or across processes.
-pub(crate) fn unique_suffix() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let t = system_time_ns(SystemTime::now());
-    format!("{t:x}-{n}")
+    fs::create_dir_all(dir).map_err(|source| FingerprintError::StatCacheWrite {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let mut f = AtomicFile::create(path).map_err(failed)?;
+    f.write_all(bytes).map_err(failed)?;
+    crate::fault::point("stat-cache.written");
+    f.commit().map_err(failed)
 }
 
 /// The path of `file` relative to `root`, `/`-separated; the file name when
@@ -744,7 +732,8 @@ pub fn manifest_inputs(inputs: &[InputFile]) -> serde_json::Value {
 mod tests {
     use super::*;
     use serde_json::json;
-    use std::fs::FileTimes;
+    use std::fs::{File, FileTimes};
+    use std::io::Write;
 
     fn write(path: &Path, bytes: &[u8]) {
         if let Some(dir) = path.parent() {

@@ -326,3 +326,51 @@ fn inspect_reads_a_vocabulary_kept_in_a_side_file() {
         ["1".to_string(), count.to_string(), format!("{value:?}")]
     );
 }
+
+/// `--cache-budget` and `$TESSERA_SHARD_CACHE_BYTES` read a size the same
+/// way (`KB` is 1000 bytes, `KiB` 1024): a budget below one shard of a
+/// compressed set is refused at open, and the refusal states the budget in
+/// bytes, whichever way it was given.
+#[test]
+fn the_cache_budget_means_the_same_on_the_command_line_and_in_the_environment() {
+    use tessera_reader::{DType, FieldSpec, RecordLayout, ShardSetWriter};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let set = tmp.path().join("set");
+    let layout = RecordLayout::packed(&[FieldSpec::new("id", DType::U64, &[8])]).expect("layout");
+    // One shard of 4096 + 500 x 64 = 36,096 bytes once decompressed.
+    let mut w = ShardSetWriter::new(&set, layout, 1 << 20)
+        .and_then(|w| w.with_zstd(3))
+        .expect("writer");
+    w.begin_split("train").expect("split");
+    for i in 0..500u64 {
+        let rec: Vec<u8> = (0..8).flat_map(|j| (i * 8 + j).to_le_bytes()).collect();
+        w.write_records(&rec).expect("records");
+    }
+    w.finish().expect("finish");
+    let cache = tmp.path().join("cache");
+    let refused = |flag: Option<&str>, env: Option<&str>| {
+        let mut cmd = common::tessera();
+        cmd.args(["bench", &set.display().to_string(), "--epochs", "1"])
+            .args(["--shard-cache", &cache.display().to_string()])
+            .env_remove("TESSERA_SHARD_CACHE_BYTES");
+        if let Some(f) = flag {
+            cmd.args(["--cache-budget", f]);
+        }
+        if let Some(e) = env {
+            cmd.env("TESSERA_SHARD_CACHE_BYTES", e);
+        }
+        let o = cmd.output().expect("run tessera");
+        assert!(!o.status.success(), "a budget below a shard was accepted");
+        stderr(&o)
+    };
+    for (text, bytes) in [("20KB", 20_000), ("20KiB", 20_480), ("0.02MB", 20_000)] {
+        let want = format!("the budget of {bytes} bytes is smaller than shard");
+        let by_flag = refused(Some(text), None);
+        assert!(by_flag.contains(&want), "--cache-budget {text}: {by_flag}");
+        let by_env = refused(None, Some(text));
+        assert!(
+            by_env.contains(&want),
+            "TESSERA_SHARD_CACHE_BYTES={text}: {by_env}"
+        );
+    }
+}

@@ -3,11 +3,11 @@
 
 use crate::cache::{CacheOptions, CacheStats, CachedShards, PinSet};
 use crate::dtype::{Element, cast_slice};
+use crate::durable::hash_reader;
 use crate::error::{Error, Result};
 use crate::header::{HEADER_LEN, check_shard_header};
 use crate::layout::{FieldLayout, RecordLayout};
 use crate::manifest::{MANIFEST_FILE, Manifest};
-use crate::writer::hash_reader;
 use memmap2::Mmap;
 use std::fs::File;
 use std::io::Read;

@@ -136,8 +136,8 @@ pub(crate) fn check_shard_header(
             path,
             format!(
                 "layout digest {} does not match the manifest's layout {}",
-                crate::manifest::hex(&header.layout_digest),
-                crate::manifest::hex(digest)
+                crate::durable::hex(&header.layout_digest),
+                crate::durable::hex(digest)
             ),
         ));
     }

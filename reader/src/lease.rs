@@ -11,41 +11,25 @@
 //!
 //! On a filesystem without advisory locks, opening still works, without a
 //! lease; `gc` there cannot see readers (and finds no locks to respect).
+//! The locking itself, with its identity re-check, is
+//! [`crate::durable::lock`].
 
-use crate::error::{Error, Result};
+use crate::durable::{FileLock, LockKind, LockOptions, Locked, NoLocks, lock};
+use crate::error::Result;
 use crate::manifest::MANIFEST_FILE;
-use std::fs::{self, File, TryLockError};
-use std::io;
 use std::path::Path;
 
 /// A reader's shared hold on a shard set, released when dropped.
 #[derive(Debug)]
 pub(crate) struct Lease {
-    _file: Option<File>,
+    _file: Option<FileLock>,
 }
 
 /// Exclusive hold on a shard set: no reader has it open, and none can open
 /// it until this is dropped (they wait). Taken by `gc` while it deletes.
 #[derive(Debug)]
 pub struct Exclusive {
-    _file: Option<File>,
-}
-
-/// Whether a locking error means the filesystem has no advisory locks.
-fn unsupported(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::Unsupported
-        || (cfg!(target_os = "linux") && matches!(e.raw_os_error(), Some(37 | 95)))
-}
-
-#[cfg(unix)]
-fn same_file(a: &fs::Metadata, b: &fs::Metadata) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    a.dev() == b.dev() && a.ino() == b.ino()
-}
-
-#[cfg(not(unix))]
-fn same_file(_: &fs::Metadata, _: &fs::Metadata) -> bool {
-    true
+    _file: Option<FileLock>,
 }
 
 impl Lease {
@@ -61,23 +45,13 @@ impl Lease {
     /// opening then fails on the missing manifest, as it should. A missing
     /// manifest gives an empty lease for the same reason.
     pub(crate) fn take(dir: &Path) -> Result<Lease> {
-        let path = dir.join(MANIFEST_FILE);
-        let file = match File::open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Lease { _file: None }),
-            Err(e) => return Err(Error::io(&path, e)),
-        };
-        match file.lock_shared() {
-            Ok(()) => {}
-            Err(e) if unsupported(&e) => return Ok(Lease { _file: None }),
-            Err(e) => return Err(Error::io(&path, e)),
-        }
         // `gc` renames an artifact away before deleting it: the lock only
-        // counts if the file is still the set's manifest.
-        let held = file.metadata().map_err(|e| Error::io(&path, e))?;
-        match fs::metadata(&path) {
-            Ok(now) if same_file(&held, &now) => Ok(Lease { _file: Some(file) }),
-            _ => Ok(Lease { _file: None }),
+        // counts if the file is still the set's manifest, which `lock`
+        // checks.
+        let opts = LockOptions::new(LockKind::Shared).no_locks(NoLocks::Unlocked);
+        match lock(&dir.join(MANIFEST_FILE), opts)? {
+            Locked::Held(l) => Ok(Lease { _file: Some(l) }),
+            Locked::Busy | Locked::Missing => Ok(Lease { _file: None }),
         }
     }
 }
@@ -86,19 +60,13 @@ impl Lease {
 /// `Ok(None)` if one does. A set without a manifest has nothing to lock and
 /// is granted.
 pub fn try_exclusive(dir: &Path) -> Result<Option<Exclusive>> {
-    let path = dir.join(MANIFEST_FILE);
-    let file = match File::open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Ok(Some(Exclusive { _file: None }));
-        }
-        Err(e) => return Err(Error::io(&path, e)),
-    };
-    match file.try_lock() {
-        Ok(()) => Ok(Some(Exclusive { _file: Some(file) })),
-        Err(TryLockError::WouldBlock) => Ok(None),
-        Err(TryLockError::Error(e)) if unsupported(&e) => Ok(Some(Exclusive { _file: None })),
-        Err(TryLockError::Error(e)) => Err(Error::io(&path, e)),
+    let opts = LockOptions::new(LockKind::Exclusive)
+        .try_only()
+        .no_locks(NoLocks::Unlocked);
+    match lock(&dir.join(MANIFEST_FILE), opts)? {
+        Locked::Held(l) => Ok(Some(Exclusive { _file: Some(l) })),
+        Locked::Missing => Ok(Some(Exclusive { _file: None })),
+        Locked::Busy => Ok(None),
     }
 }
 
@@ -111,6 +79,7 @@ pub fn in_use(dir: &Path) -> Result<bool> {
 mod tests {
     use super::*;
     use crate::{DType, Dataset, FieldSpec, RecordLayout, ShardSetWriter};
+    use std::fs;
 
     fn small_set(dir: &Path) {
         let layout = RecordLayout::packed(&[FieldSpec::new("x", DType::U32, &[])]).unwrap();

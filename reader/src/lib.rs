@@ -60,6 +60,7 @@ pub mod cache;
 mod compressed;
 mod dataset;
 mod dtype;
+pub mod durable;
 mod error;
 mod header;
 mod layout;
@@ -81,14 +82,15 @@ pub use compressed::compress_shard_file;
 pub use compressed::{ZSTD_LEVELS, ZSTD_SUFFIX};
 pub use dataset::{Dataset, OpenOptions};
 pub use dtype::{DType, Element, cast_slice};
+pub use durable::{hex, sync_dir};
 pub use error::{Error, Result};
 pub use header::{FORMAT_VERSION, HEADER_LEN, LATEST_FORMAT_VERSION, MAGIC, ShardHeader};
 pub use layout::{FieldLayout, FieldSpec, MAX_STRIDE, RecordLayout};
 pub use loader::{Batches, Loader, LoaderConfig};
 pub use location::{STORE_SCHEMES, is_store_url};
 pub use manifest::{
-    Compression, FORMAT_NAME, FileInfo, MANIFEST_FILE, Manifest, ShardInfo, SplitInfo, hex,
+    Compression, FORMAT_NAME, FileInfo, MANIFEST_FILE, Manifest, ShardInfo, SplitInfo,
 };
 pub use mixture::{MixComponent, Mixture, ScheduleChange, WeightStep};
 pub use order::{Cursor, EpochOrder, LastBatch, OrderVersion, Schedule};
-pub use writer::{ShardSetWriter, ShardWriter, sync_dir, write_manifest};
+pub use writer::{ShardSetWriter, ShardWriter, write_manifest};

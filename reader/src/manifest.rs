@@ -4,6 +4,7 @@
 //! that passes [`Manifest::parse`] is internally consistent: sizes add up
 //! without overflow, splits partition the rows, names are safe file names.
 
+use crate::durable::{hex, is_hex_digest};
 use crate::error::{Error, Result};
 use crate::header::{FORMAT_VERSION, HEADER_LEN, LATEST_FORMAT_VERSION};
 use crate::layout::RecordLayout;
@@ -434,21 +435,6 @@ fn legacy_order() -> u64 {
 
 fn is_legacy_order(v: &u64) -> bool {
     *v == 1
-}
-
-/// Lowercase hex of a byte string.
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        s.push(DIGITS[usize::from(b >> 4)] as char);
-        s.push(DIGITS[usize::from(b & 15)] as char);
-    }
-    s
-}
-
-fn is_hex_digest(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// Shard names are plain file names, so a manifest cannot point outside its

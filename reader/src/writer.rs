@@ -1,12 +1,13 @@
 //! Writing shard sets. The compiler encodes rows into records and hands them
 //! here, so the writer and the reader share one definition of the format.
 
+use crate::durable::{hash_reader, sync_dir, write_atomic};
 use crate::error::{Error, Result};
 use crate::header::{HEADER_LEN, ShardHeader};
 use crate::layout::RecordLayout;
-use crate::manifest::{Compression, MANIFEST_FILE, Manifest, ShardInfo, SplitInfo, hex};
+use crate::manifest::{Compression, MANIFEST_FILE, Manifest, ShardInfo, SplitInfo};
 use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// Writes one shard file: header, then records, then a patched header with the
@@ -111,20 +112,6 @@ impl ShardWriter {
             stored_blake3: None,
         })
     }
-}
-
-/// Hex blake3 of everything `r` yields.
-pub(crate) fn hash_reader(r: &mut impl Read) -> std::io::Result<String> {
-    let mut hasher = blake3::Hasher::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = r.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex(hasher.finalize().as_bytes()))
 }
 
 /// Writes a whole shard set into one directory: records are appended split by
@@ -276,25 +263,11 @@ impl ShardSetWriter {
     }
 }
 
-/// Writes `dir/manifest.json` atomically: a temporary file in the same
-/// directory, fsynced, renamed into place, then the directory fsynced.
+/// Writes `dir/manifest.json` atomically ([`write_atomic`]), then fsyncs
+/// the directory so that the new manifest survives a power cut.
 pub fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<()> {
-    manifest.validate(&dir.join(MANIFEST_FILE))?;
-    let tmp = dir.join(format!(".{MANIFEST_FILE}.tmp"));
     let target = dir.join(MANIFEST_FILE);
-    {
-        let mut f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        f.write_all(&manifest.to_json())
-            .map_err(|e| Error::io(&tmp, e))?;
-        f.sync_all().map_err(|e| Error::io(&tmp, e))?;
-    }
-    std::fs::rename(&tmp, &target).map_err(|e| Error::io(&target, e))?;
+    manifest.validate(&target)?;
+    write_atomic(&target, &manifest.to_json())?;
     sync_dir(dir)
-}
-
-/// fsyncs a directory so that renames and new entries in it are durable.
-pub fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io(dir, e))
 }

@@ -292,7 +292,10 @@ impl Commit<'_> {
             )?;
         } else if encode_dir != staging {
             for sh in &shards {
-                move_file(&encode_dir.join(&sh.file), &staging.join(&sh.file))?;
+                tessera_reader::durable::move_file(
+                    &encode_dir.join(&sh.file),
+                    &staging.join(&sh.file),
+                )?;
             }
         }
         crate::fault::point("build.shuffled");
@@ -406,16 +409,6 @@ fn pack_streams(
         start += out.rows;
     }
     Ok((shards, splits, serde_json::Value::Object(stats)))
-}
-
-/// Moves a file (renaming when it can, copying across file systems).
-fn move_file(from: &Path, to: &Path) -> Result<(), BuildError> {
-    if std::fs::rename(from, to).is_ok() {
-        return Ok(());
-    }
-    std::fs::copy(from, to)
-        .and_then(|_| std::fs::remove_file(from))
-        .map_err(|e| BuildError::Other(format!("{} -> {}: {e}", from.display(), to.display())))
 }
 
 /// Vocabularies longer than this go to a file of their own beside the

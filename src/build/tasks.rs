@@ -101,22 +101,12 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BuildError + '_ {
     move |e| BuildError::Other(format!("{}: {e}", path.display()))
 }
 
-/// Writes `bytes` to `path` atomically (temporary file, fsync, rename).
+/// Writes `bytes` to `path` atomically
+/// ([`tessera_reader::durable::write_atomic`]), creating its directory.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), BuildError> {
-    use std::io::Write as _;
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        path.file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
-    let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-    f.write_all(bytes).map_err(io(&tmp))?;
-    f.sync_all().map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
+    Ok(tessera_reader::durable::write_atomic(path, bytes)?)
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, BuildError> {
@@ -635,10 +625,10 @@ struct Attempt {
 
 impl Attempt {
     fn new(into: &Path, task: &str) -> Result<Attempt, BuildError> {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let dir = into.join(format!(".attempt-{task}-{}-{nanos}", std::process::id()));
+        let dir = into.join(format!(
+            ".attempt-{task}.{}",
+            tessera_reader::durable::unique_suffix()
+        ));
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         Ok(Attempt {
             dir,

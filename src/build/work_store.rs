@@ -51,11 +51,10 @@ impl WorkStore {
         let url = url.trim_end_matches('/').to_string();
         let (store, prefix) = tessera_reader::remote::object_store_for(&url, &[]).map_err(err)?;
         let rt = tessera_reader::remote::io_runtime().map_err(err)?;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let local =
-            std::env::temp_dir().join(format!("tessera-work-{}-{nanos}", std::process::id()));
+        let local = std::env::temp_dir().join(format!(
+            "tessera-work-{}",
+            tessera_reader::durable::unique_suffix()
+        ));
         std::fs::create_dir_all(&local).map_err(|e| err(format!("{}: {e}", local.display())))?;
         Ok(WorkStore {
             url,

@@ -13,11 +13,16 @@
 //!   cannot hold a lock nobody else can see.
 //! - Not reentrant: taking the lock of one hash twice in one thread blocks
 //!   forever.
+//! - A file system without advisory locks is an error: builds could not
+//!   exclude each other there.
+//!
+//! The locking itself is [`tessera_reader::durable::lock`].
 
 use super::{Cache, CacheError, LOCKS_DIR, check_hash, io_err, is_artifact_hash};
-use std::fs::{self, File, Metadata, OpenOptions, TryLockError};
+use std::fs;
 use std::io;
 use std::path::PathBuf;
+use tessera_reader::durable::{FileLock, LockKind, LockOptions, Locked, lock};
 
 const LOCK_SUFFIX: &str = ".lock";
 
@@ -53,7 +58,7 @@ pub struct BuildLock {
     hash: String,
     path: PathBuf,
     /// `None` only for a probe of a lock file that does not exist.
-    file: Option<File>,
+    file: Option<FileLock>,
 }
 
 /// The hash whose lock file is named `file_name`, if it is one.
@@ -61,17 +66,6 @@ pub(super) fn hash_of_lock_file(file_name: &str) -> Option<&str> {
     file_name
         .strip_suffix(LOCK_SUFFIX)
         .filter(|h| is_artifact_hash(h))
-}
-
-#[cfg(unix)]
-fn same_file(a: &Metadata, b: &Metadata) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    a.dev() == b.dev() && a.ino() == b.ino()
-}
-
-#[cfg(not(unix))]
-fn same_file(_: &Metadata, _: &Metadata) -> bool {
-    true
 }
 
 impl Cache {
@@ -106,46 +100,27 @@ impl Cache {
             .root
             .join(LOCKS_DIR)
             .join(format!("{hash}{LOCK_SUFFIX}"));
-        let lock = |file| BuildLock {
+        let build_lock = |file| BuildLock {
             cache: self.clone(),
             hash: hash.to_owned(),
             path: path.clone(),
             file,
         };
-        loop {
-            let file = match OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(create)
-                .truncate(false)
-                .open(&path)
-            {
-                Ok(f) => f,
-                Err(e) if !create && e.kind() == io::ErrorKind::NotFound => {
-                    return Ok(Some(lock(None)));
-                }
-                Err(e) => return Err(io_err(&path, e)),
-            };
-            if how == Acquire::Wait {
-                file.lock().map_err(|e| io_err(&path, e))?;
-            } else {
-                match file.try_lock() {
-                    Ok(()) => {}
-                    Err(TryLockError::WouldBlock) => return Ok(None),
-                    Err(TryLockError::Error(e)) => return Err(io_err(&path, e)),
-                }
-            }
-            // `gc` deletes lock files while holding them. Whoever opened such
-            // a file before its deletion now holds a lock that nobody else can
-            // see; only a lock on the file currently at `path` counts.
-            let held = file.metadata().map_err(|e| io_err(&path, e))?;
-            match fs::metadata(&path) {
-                Ok(current) if same_file(&held, &current) => return Ok(Some(lock(Some(file)))),
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io_err(&path, e)),
-            }
+        // `gc` deletes lock files while holding them. Whoever opened such a
+        // file before its deletion would hold a lock that nobody else can
+        // see; `lock` counts only a lock on the file currently at `path`.
+        let mut opts = LockOptions::new(LockKind::Exclusive);
+        if create {
+            opts = opts.create();
         }
+        if how != Acquire::Wait {
+            opts = opts.try_only();
+        }
+        Ok(match lock(&path, opts)? {
+            Locked::Held(file) => Some(build_lock(Some(file))),
+            Locked::Missing => Some(build_lock(None)),
+            Locked::Busy => None,
+        })
     }
 }
 

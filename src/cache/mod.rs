@@ -46,12 +46,13 @@ pub use report::{
 };
 pub use staging::Staging;
 
-use crate::fingerprint::{STAT_CACHE_FILE, StatCache, unique_suffix};
+use crate::fingerprint::{STAT_CACHE_FILE, StatCache};
 use std::ffi::OsString;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use tessera_reader::Manifest;
+use tessera_reader::durable::{is_hex_digest, unique_suffix};
 
 /// Environment variable naming the cache root (below `--cache-dir`).
 pub const CACHE_DIR_ENV: &str = "TESSERA_CACHE_DIR";
@@ -137,7 +138,7 @@ impl From<tessera_reader::Error> for CacheError {
 /// Whether `s` is an artifact hash: 64 lowercase hex digits. Only such names
 /// are ever joined to the cache root, so no argument can point outside it.
 pub fn is_artifact_hash(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+    is_hex_digest(s)
 }
 
 fn check_hash(hash: &str) -> Result<(), CacheError> {
@@ -161,15 +162,7 @@ pub struct Artifact {
 
 /// Removes a file or a whole directory; one that is already gone is fine.
 fn remove_path(path: &Path) -> Result<(), CacheError> {
-    let result = match fs::symlink_metadata(path) {
-        Ok(md) if md.is_dir() => fs::remove_dir_all(path),
-        Ok(_) => fs::remove_file(path),
-        Err(e) => Err(e),
-    };
-    match result {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_err(path, e)),
-        _ => Ok(()),
-    }
+    Ok(tessera_reader::durable::remove_all(path)?)
 }
 
 /// The cache root from, in order: the `--cache-dir` argument, the

@@ -17,10 +17,10 @@
 
 use super::lookup::{Inspection, inspect, touch};
 use super::{Artifact, BuildLock, CacheError, io_err};
-use crate::fingerprint::unique_suffix;
-use std::fs::{self, File};
+use std::fs;
 use std::path::{Path, PathBuf};
 use tessera_reader::Manifest;
+use tessera_reader::durable::{sync_dir, sync_file, unique_suffix};
 
 /// A directory where one build writes its artifact. Dropped without
 /// [`Staging::publish`], it is deleted, leaving no trace in the cache.
@@ -36,12 +36,7 @@ impl BuildLock {
     pub fn stage(&self) -> Result<Staging<'_>, CacheError> {
         let tmp = self.cache().tmp_dir();
         fs::create_dir_all(&tmp).map_err(|e| io_err(&tmp, e))?;
-        let dir = tmp.join(format!(
-            "{}.{}.{}",
-            self.hash(),
-            std::process::id(),
-            unique_suffix()
-        ));
+        let dir = tmp.join(format!("{}.{}", self.hash(), unique_suffix()));
         fs::create_dir(&dir).map_err(|e| io_err(&dir, e))?;
         crate::fault::point("stage.created");
         Ok(Staging {
@@ -62,16 +57,10 @@ fn sync_tree(dir: &Path) -> Result<(), CacheError> {
         if kind.is_dir() {
             sync_tree(&path)?;
         } else if kind.is_file() {
-            File::open(&path)
-                .and_then(|f| f.sync_all())
-                .map_err(|e| io_err(&path, e))?;
+            sync_file(&path)?;
         }
     }
-    sync_dir(dir)
-}
-
-fn sync_dir(dir: &Path) -> Result<(), CacheError> {
-    tessera_reader::sync_dir(dir).map_err(CacheError::from)
+    Ok(sync_dir(dir)?)
 }
 
 impl Staging<'_> {
@@ -158,6 +147,7 @@ mod tests {
     use super::*;
     use crate::cache::test_support::{entries_of, hash_n, publish_new, write_set};
     use crate::cache::{CACHEDIR_TAG, Cache, TMP_DIR};
+    use std::fs::File;
     use std::io;
     use std::process::{Command, Stdio};
     use tessera_reader::{DType, Dataset, FieldSpec, MANIFEST_FILE, RecordLayout, ShardSetWriter};

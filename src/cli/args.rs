@@ -12,9 +12,10 @@ pub fn parse_storage_option(s: &str) -> Result<(String, String), String> {
     }
 }
 
-/// A byte size (`2GiB`, `500MB`), as a spec writes one.
+/// A byte size (`2GiB`, `500MB`), read as every size in tessera is
+/// ([`tessera_reader::durable::parse_size`]).
 pub fn parse_size_arg(s: &str) -> Result<u64, String> {
-    tessera::spec::parse_size(s)
+    tessera_reader::durable::parse_size(s)
 }
 
 /// Most build threads: more would only add memory and scheduling overhead

@@ -601,50 +601,10 @@ fn read_size(ctx: &Ctx<'_>, item: &Item<'_>, min: u64, min_text: &str) -> Result
     Ok(bytes)
 }
 
-/// Parses `"64MiB"`, `"1.5 GiB"`, `"500MB"`, `"65536"` into bytes.
-///
-/// Binary units (KiB, MiB, GiB, TiB) are powers of 1024, decimal units (KB,
-/// MB, GB, TB) powers of 1000; units are case-insensitive. A fractional
-/// count is rounded down to whole bytes.
+/// Parses `"64MiB"`, `"1.5 GiB"`, `"500MB"`, `"65536"` into bytes: the one
+/// size syntax of tessera ([`tessera_reader::durable::parse_size`]).
 pub fn parse_size(text: &str) -> Result<u64, String> {
-    let s = text.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (number, unit) = (&s[..split], s[split..].trim());
-    let bad = || {
-        format!(
-            "cannot read {text:?} as a size; write a number of bytes or a number with a unit \
-             (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), e.g. \"64MiB\""
-        )
-    };
-    let multiplier: u128 = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "kb" => 1_000,
-        "mb" => 1_000_000,
-        "gb" => 1_000_000_000,
-        "tb" => 1_000_000_000_000,
-        "kib" => 1 << 10,
-        "mib" => 1 << 20,
-        "gib" => 1 << 30,
-        "tib" => 1 << 40,
-        _ => return Err(bad()),
-    };
-    let (whole, frac) = match number.split_once('.') {
-        Some((w, f)) => (w, f),
-        None => (number, ""),
-    };
-    if whole.is_empty() && frac.is_empty() || frac.contains('.') || frac.len() > 18 {
-        return Err(bad());
-    }
-    let digits = format!("{whole}{frac}");
-    let mantissa: u128 = digits.parse().map_err(|_| bad())?;
-    let scale = 10u128.pow(frac.len() as u32);
-    let bytes = mantissa
-        .checked_mul(multiplier)
-        .map(|b| b / scale)
-        .ok_or_else(bad)?;
-    u64::try_from(bytes).map_err(|_| format!("{text:?} is too large"))
+    tessera_reader::durable::parse_size(text)
 }
 
 #[cfg(test)]

@@ -12,13 +12,16 @@
 //! - `CACHEDIR.TAG`: marks the directory as a cache for backup tools.
 //!
 //! Only names of the form `<64 hex digits>.shard` or `.part` are ever
-//! deleted.
+//! deleted. Every lock is taken through [`crate::durable::lock`], which
+//! re-checks that the locked file is still the one at its path; a file
+//! system without advisory locks is an error here (the cache's protocol
+//! needs them).
 
+use crate::durable::{LockKind, LockOptions, Locked, is_hex_digest, lock, share};
 use crate::error::{Error, Result};
 use memmap2::Mmap;
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::File;
 use std::io::ErrorKind;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -85,14 +88,10 @@ impl CacheDir {
     /// Takes the directory's admission lock (blocking); released on drop.
     pub(crate) fn lock(&self) -> Result<File> {
         let path = self.root.join(".lock");
-        let f = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
-        f.lock().map_err(|e| Error::io(&path, e))?;
-        Ok(f)
+        held(
+            &path,
+            lock(&path, LockOptions::new(LockKind::Exclusive).create())?,
+        )
     }
 
     /// Every cached or partial shard file, with its size.
@@ -122,19 +121,13 @@ impl CacheDir {
     /// held or not at all during an eviction of that key (see `remove`).
     pub(crate) fn open_cached(&self, key: &str, bytes: u64) -> Result<Option<Resident>> {
         let path = self.final_path(key);
-        let file = match File::open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io(&path, e)),
+        // An evictor may unlink the file between our open and our lock:
+        // `lock` then finds the name pointing elsewhere (or nowhere).
+        let file = match lock(&path, LockOptions::new(LockKind::Shared))? {
+            Locked::Held(l) => l.into_file(),
+            Locked::Busy | Locked::Missing => return Ok(None),
         };
-        file.lock_shared().map_err(|e| Error::io(&path, e))?;
-        // An evictor may have unlinked the file between our open and our
-        // lock: then the name points elsewhere (or nowhere) now.
         let md = file.metadata().map_err(|e| Error::io(&path, e))?;
-        match std::fs::metadata(&path) {
-            Ok(now) if now.ino() == md.ino() && now.dev() == md.dev() => {}
-            _ => return Ok(None),
-        }
         if md.len() != bytes {
             return Err(Error::cache(
                 &self.root,
@@ -176,13 +169,8 @@ impl CacheDir {
     /// from now on.
     pub(crate) fn reserve(&self, key: &str, bytes: u64) -> Result<File> {
         let part = self.part_path(key);
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&part)
-            .map_err(|e| Error::io(&part, e))?;
-        f.lock().map_err(|e| Error::io(&part, e))?;
+        let opts = LockOptions::new(LockKind::Exclusive).create_new();
+        let f = held(&part, lock(&part, opts)?)?;
         f.set_len(bytes).map_err(|e| Error::io(&part, e))?;
         Ok(f)
     }
@@ -192,7 +180,7 @@ impl CacheDir {
     pub(crate) fn publish(&self, key: &str, file: File) -> Result<Resident> {
         let part = self.part_path(key);
         let path = self.final_path(key);
-        file.lock_shared().map_err(|e| Error::io(&part, e))?;
+        share(&file, &part)?;
         std::fs::rename(&part, &path).map_err(|e| Error::io(&path, e))?;
         // SAFETY: as in `open_cached`: the file was fully written and
         // fsynced by us, is never modified again, and our shared lock keeps
@@ -213,16 +201,11 @@ impl CacheDir {
     /// Removes a cached or stale partial file if no process has it locked;
     /// `Ok(false)` when one does.
     pub(crate) fn remove_if_unused(&self, path: &Path) -> Result<bool> {
-        let f = match File::open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(true),
-            Err(e) => return Err(Error::io(path, e)),
+        let _held = match lock(path, LockOptions::new(LockKind::Exclusive).try_only())? {
+            Locked::Held(l) => l,
+            Locked::Missing => return Ok(true),
+            Locked::Busy => return Ok(false),
         };
-        match f.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => return Ok(false),
-            Err(TryLockError::Error(e)) => return Err(Error::io(path, e)),
-        }
         match std::fs::remove_file(path) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(true),
@@ -247,8 +230,16 @@ fn parse_name(name: &str) -> Option<(&str, bool)> {
     } else {
         (name.strip_suffix(".part")?, true)
     };
-    let hex = key.len() == 64 && key.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'));
-    hex.then_some((key, part))
+    is_hex_digest(key).then_some((key, part))
+}
+
+/// The file of a lock that waits and creates its file, so it can be
+/// neither busy nor missing.
+fn held(path: &Path, l: Locked) -> Result<File> {
+    match l {
+        Locked::Held(l) => Ok(l.into_file()),
+        Locked::Busy | Locked::Missing => Err(Error::cache(path, "the lock file vanished")),
+    }
 }
 
 #[cfg(test)]

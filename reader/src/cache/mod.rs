@@ -31,13 +31,15 @@ pub use plan::AccessPlan;
 pub(crate) use shards::{CachedShards, PinSet, PlanHandle};
 pub use simulate::{Policy, SimReport, simulate};
 
+use crate::durable::parse_size;
 use crate::error::{Error, Result};
 use std::path::PathBuf;
 
 /// Environment variable naming the shard cache directory.
 pub const CACHE_DIR_ENV: &str = "TESSERA_SHARD_CACHE";
-/// Environment variable giving the default cache budget, in bytes (suffixes
-/// K, M, G, T with an optional `iB` are accepted: `20GiB`).
+/// Environment variable giving the default cache budget: a size as
+/// [`parse_size`] reads it (`20GiB`, `500MB`; `MB` is 10^6 bytes, `MiB`
+/// 2^20, as everywhere in tessera).
 pub const CACHE_BYTES_ENV: &str = "TESSERA_SHARD_CACHE_BYTES";
 
 /// Where the local copies of remote or compressed shards go, and how much
@@ -88,14 +90,18 @@ impl CacheOptions {
         if self.budget.is_some() {
             return Ok(self.budget);
         }
-        match std::env::var(CACHE_BYTES_ENV) {
-            Ok(v) if !v.trim().is_empty() => parse_bytes(&v).map(Some).ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "{CACHE_BYTES_ENV}={v:?} is not a byte count (like 20GiB)"
-                ))
-            }),
-            _ => Ok(None),
-        }
+        budget_from_env(std::env::var(CACHE_BYTES_ENV).ok())
+    }
+}
+
+/// The budget `$TESSERA_SHARD_CACHE_BYTES` (`value`) gives: none when unset
+/// or blank.
+fn budget_from_env(value: Option<String>) -> Result<Option<u64>> {
+    match value {
+        Some(v) if !v.trim().is_empty() => parse_size(&v)
+            .map(Some)
+            .map_err(|e| Error::InvalidArgument(format!("{CACHE_BYTES_ENV}: {e}"))),
+        _ => Ok(None),
     }
 }
 
@@ -127,42 +133,32 @@ pub struct CacheStats {
     pub decompress_seconds: f64,
 }
 
-/// Parses `123`, `64KiB`, `1.5G`, `20GB`: powers of 1024 for the letters.
-pub fn parse_bytes(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let x: f64 = num.parse().ok()?;
-    let unit = unit.trim().to_ascii_lowercase();
-    let unit = unit
-        .strip_suffix("ib")
-        .or_else(|| unit.strip_suffix('b'))
-        .unwrap_or(&unit);
-    let mult: u64 = match unit {
-        "" => 1,
-        "k" => 1 << 10,
-        "m" => 1 << 20,
-        "g" => 1 << 30,
-        "t" => 1 << 40,
-        _ => return None,
-    };
-    let v = x * mult as f64;
-    (v.is_finite() && v >= 0.0 && v < u64::MAX as f64).then_some(v as u64)
-}
-
 #[cfg(test)]
 mod tests {
-    use super::parse_bytes;
+    use super::*;
 
+    /// The budget from the environment is read as every other size is
+    /// ([`parse_size`]): `2GB` is 2,000,000,000 bytes, `2GiB` 2^31.
     #[test]
-    fn byte_counts() {
-        assert_eq!(parse_bytes("123"), Some(123));
-        assert_eq!(parse_bytes("64KiB"), Some(65536));
-        assert_eq!(parse_bytes("1.5G"), Some(3 << 29));
-        assert_eq!(parse_bytes("2 MB"), Some(2 << 20));
-        assert_eq!(parse_bytes("lots"), None);
-        assert_eq!(parse_bytes("5X"), None);
+    fn the_environments_budget_is_a_size() {
+        let budget = |v: &str| budget_from_env(Some(v.to_owned()));
+        assert_eq!(budget("123").unwrap(), Some(123));
+        assert_eq!(budget("64KiB").unwrap(), Some(65536));
+        assert_eq!(budget("1.5G").unwrap(), Some(3 << 29));
+        assert_eq!(budget("2 MB").unwrap(), Some(2_000_000));
+        assert_eq!(budget("2GB").unwrap(), Some(parse_size("2GB").unwrap()));
+        assert_eq!(budget("2GB").unwrap(), Some(2_000_000_000));
+        assert_eq!(budget("2GiB").unwrap(), Some(2 << 30));
+        assert_eq!(budget("  ").unwrap(), None);
+        assert_eq!(budget_from_env(None).unwrap(), None);
+        for bad in ["lots", "5X"] {
+            let err = budget(bad).unwrap_err().to_string();
+            assert!(err.contains(CACHE_BYTES_ENV) && err.contains(bad), "{err}");
+        }
+        let given = CacheOptions {
+            budget: Some(7),
+            ..CacheOptions::default()
+        };
+        assert_eq!(given.resolved_budget().unwrap(), Some(7));
     }
 }

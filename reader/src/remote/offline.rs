@@ -6,11 +6,10 @@
 //! [`recall`]. A manifest the store says is not there (404) is never
 //! replaced by a copy: the set was removed, or never pushed.
 
+use crate::durable::{hash_reader, hex, write_atomic};
 use crate::error::{Error, Result};
-use crate::manifest::{Manifest, hex};
-use std::io::{Read, Write};
+use crate::manifest::Manifest;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Where the copy of `url`'s manifest is kept under the cache root.
 fn copy_path(cache_root: &Path, url: &str) -> PathBuf {
@@ -24,28 +23,14 @@ fn copy_path(cache_root: &Path, url: &str) -> PathBuf {
 /// one. Best effort: a cache directory that cannot be written only loses
 /// the fallback.
 pub(crate) fn remember(cache_root: &Path, url: &str, bytes: &[u8]) {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
     let path = copy_path(cache_root, url);
     if std::fs::read(&path).is_ok_and(|old| old == bytes) {
         return;
     }
     let Some(dir) = path.parent() else { return };
-    let tmp = dir.join(format!(
-        ".{}.{}.{}.tmp",
-        path.file_name()
-            .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    let written = std::fs::create_dir_all(dir)
-        .and_then(|()| {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(bytes)?;
-            f.sync_all()
-        })
-        .and_then(|()| std::fs::rename(&tmp, &path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    if std::fs::create_dir_all(dir).is_ok() {
+        // Losing the copy only loses the fallback.
+        let _ = write_atomic(&path, bytes);
     }
 }
 
@@ -86,16 +71,7 @@ pub(crate) fn recall(cache_root: &Path, url: &str) -> Result<Manifest> {
         if size != s.bytes {
             return Err(missing());
         }
-        let mut hasher = blake3::Hasher::new();
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = f.read(&mut buf).map_err(|e| Error::io(&shard, e))?;
-            if n == 0 {
-                break;
-            }
-            hasher.update(&buf[..n]);
-        }
-        let actual = hex(hasher.finalize().as_bytes());
+        let actual = hash_reader(&mut f).map_err(|e| Error::io(&shard, e))?;
         if actual != s.blake3 {
             return Err(Error::Checksum {
                 path: shard,

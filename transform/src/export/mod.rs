@@ -15,6 +15,7 @@ use crate::field::{FieldInput, Step};
 use crate::semantics::{FrozenStats, NULL_KEY, SEMANTICS_VERSION};
 use crate::serving::Transform;
 use serde_json::{Value, json};
+use tessera_reader::durable::hex;
 
 /// The document's `format`.
 pub const FORMAT: &str = "tessera-transform";
@@ -24,10 +25,6 @@ pub const VERSION: u64 = 1;
 pub const CONFORMANCE_FORMAT: &str = "tessera-transform-conformance";
 /// The JSON schema (draft 2020-12) of the document.
 pub const SCHEMA: &str = include_str!("../../transform.schema.json");
-
-fn hex(bytes: &[u8]) -> String {
-    tessera_reader::hex(bytes)
-}
 
 /// The export document of `t`; `hash` and `name` identify the artifact.
 pub fn document(t: &Transform, hash: &str, name: &str) -> Value {
