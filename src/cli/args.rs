@@ -22,13 +22,16 @@ pub fn parse_size_arg(s: &str) -> Result<u64, String> {
 /// (each one also gets a query partition), and absurd counts hang the start.
 const MAX_BUILD_THREADS: usize = 1024;
 
-pub fn parse_threads_arg(s: &str) -> Result<usize, String> {
+/// A whole number from 1 to `max`, or an error naming it `what`.
+fn count_arg(s: &str, max: usize, what: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
-        Ok(n) if (1..=MAX_BUILD_THREADS).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "{s:?} is not a thread count from 1 to {MAX_BUILD_THREADS}"
-        )),
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("{s:?} is not a {what} from 1 to {max}")),
     }
+}
+
+pub fn parse_threads_arg(s: &str) -> Result<usize, String> {
+    count_arg(s, MAX_BUILD_THREADS, "thread count")
 }
 
 /// Deepest prefetch: each batch ahead is a buffer of `batch_size x stride`
@@ -36,12 +39,7 @@ pub fn parse_threads_arg(s: &str) -> Result<usize, String> {
 const MAX_PREFETCH: usize = 1024;
 
 pub fn parse_prefetch_arg(s: &str) -> Result<usize, String> {
-    match s.trim().parse::<usize>() {
-        Ok(n) if (1..=MAX_PREFETCH).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "{s:?} is not a prefetch depth from 1 to {MAX_PREFETCH}"
-        )),
-    }
+    count_arg(s, MAX_PREFETCH, "prefetch depth")
 }
 
 /// Longest simulated step: a minute per batch is already far slower than

@@ -86,6 +86,11 @@ pub struct ExactFloatAgg {
     signature: Signature,
 }
 
+/// The function's name: [`EXACT_AVG`] or [`EXACT_SUM`].
+fn agg_name(avg: bool) -> &'static str {
+    if avg { EXACT_AVG } else { EXACT_SUM }
+}
+
 impl ExactFloatAgg {
     fn new(avg: bool) -> Self {
         ExactFloatAgg {
@@ -97,7 +102,7 @@ impl ExactFloatAgg {
 
 impl AggregateUDFImpl for ExactFloatAgg {
     fn name(&self) -> &str {
-        if self.avg { EXACT_AVG } else { EXACT_SUM }
+        agg_name(self.avg)
     }
 
     fn signature(&self) -> &Signature {
@@ -170,7 +175,7 @@ impl ExactGroups {
     }
 
     fn name(&self) -> &'static str {
-        if self.avg { EXACT_AVG } else { EXACT_SUM }
+        agg_name(self.avg)
     }
 
     fn grow(&mut self, total_num_groups: usize) {
