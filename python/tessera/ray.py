@@ -1,12 +1,14 @@
 """``tessera.ray``: run a build's tasks on a Ray cluster.
 
-A build is a plan of independent tasks (``tessera plan``): statistics
-partials, one per chunk of the input; ``freeze``, which merges them in chunk
-order; shard tasks, one per chunk; then a commit that assembles the outputs
-and publishes the artifact. :func:`build` plans on the driver, runs the tasks
-as Ray tasks (each one is the ``tessera task`` command this package ships, so
-workers run the same compiled code as a local build), and commits on the
-driver. The artifact is byte-identical to a local ``tessera build`` of the
+A build is a DAG of tasks (``tessera plan`` writes it; each task names the
+tasks whose outputs it reads): statistics partials, one per chunk of the
+input; ``freeze``, which merges them in chunk order; shard tasks, one per
+chunk (or one ``global`` task for a global query); then a commit that
+assembles the outputs and publishes the artifact. :func:`build` plans on the
+driver, runs the tasks as Ray tasks in the order their dependencies allow,
+whatever their kind (each one is the ``tessera task`` command this package
+ships, so workers run the same compiled code as a local build), and commits
+on the driver. The artifact is byte-identical to a local ``tessera build`` of the
 same spec, whichever node ran which task and however often a task was retried.
 
 Every node must see the spec, its inputs, the cache directory and the work
@@ -24,7 +26,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Set
 
 from tessera._build import PathArg, find_compiler
 from tessera.errors import BuildError
@@ -108,7 +110,7 @@ def build(
     When the cache already holds the artifact, no task is scheduled (and Ray
     is not even started). The report is ``tessera commit --json``'s (``hash``,
     ``path``, ``rows``, ...) plus ``cache_hit``, ``tasks`` (how many tasks
-    completed; retried attempts are not counted) and ``seconds`` per phase. With ``output``, the commit
+    completed; retried attempts are not counted) and ``seconds`` per kind of task (``stats``, ``freeze``, ``shards``: first submission to last completion), ``plan``, ``commit`` and ``total``. With ``output``, the commit
     also places the artifact there (a directory, or an object-store URL it is
     pushed to, shards first and the manifest last; on a cache hit, ``tessera
     build -o OUTPUT`` does) and ``output`` is added to the report.
@@ -188,41 +190,75 @@ def _run_on_ray(
         retry_exceptions=[_Interrupted],
         scheduling_strategy="SPREAD",
     )
-    tasks = plan["tasks"]
-    phases = [
-        ("stats", [t["id"] for t in tasks if t["kind"] == "stats"]),
-        ("freeze", [t["id"] for t in tasks if t["kind"] == "freeze"]),
-        ("shards", [t["id"] for t in tasks if t["kind"] in ("shard", "global")]),
-    ]
-    done: List[Dict[str, Any]] = []
-    total = sum(len(ids) for _, ids in phases)
-    for name, ids in phases:
-        if not ids:
-            continue
-        t = time.monotonic()
-        done += _run_phase(ray, remote, exe, plan_file, name, groups(ids, cpus), limit, progress, len(done), total)
-        seconds[name] = time.monotonic() - t
+    done = _run_dag(ray, remote, exe, plan_file, plan["tasks"], cpus, limit, progress, seconds)
     if progress and sys.stderr.isatty():
         sys.stderr.write("\n")
     return done
 
 
-def _run_phase(ray: Any, remote: Any, exe: str, plan_file: str, name: str, batches: List[List[str]], limit: int, progress: bool, before: int, total: int) -> List[Dict[str, Any]]:
-    """Runs the groups of tasks ``batches`` (independent of each other), at
-    most ``limit`` in flight; the first build error cancels the rest. Returns
-    one entry per plan task."""
+def ready(tasks: List[Dict[str, Any]], finished: Set[str], submitted: Set[str]) -> List[str]:
+    """The ids of the tasks not yet submitted whose dependencies (``after``)
+    have all finished, in plan order."""
+    return [t["id"] for t in tasks if t["id"] not in submitted and all(d in finished for d in t.get("after", []))]
+
+
+def check_dag(tasks: List[Dict[str, Any]]) -> None:
+    """Refuses a plan whose tasks wait for a task it does not have, or for
+    each other in a cycle (nothing would ever run them)."""
+    ids = {t["id"] for t in tasks}
+    for t in tasks:
+        for d in t.get("after", []):
+            if d not in ids:
+                raise BuildError(f"the plan's task {t['id']} waits for {d!r}, which is not one of its tasks")
+    finished: Set[str] = set()
+    while True:
+        step = ready(tasks, finished, finished)
+        if not step:
+            break
+        finished.update(step)
+    stuck = [t["id"] for t in tasks if t["id"] not in finished]
+    if stuck:
+        raise BuildError(f"the plan's tasks {', '.join(stuck)} wait for each other in a cycle")
+
+
+def _stage(kind: str) -> str:
+    """The report's ``seconds`` key of a task kind (shards and a global
+    query's single task count as ``shards``)."""
+    return "shards" if kind in ("shard", "global") else kind
+
+
+def _run_dag(ray: Any, remote: Any, exe: str, plan_file: str, tasks: List[Dict[str, Any]], cpus: int, limit: int, progress: bool, seconds: Dict[str, float]) -> List[Dict[str, Any]]:
+    """Runs the plan's tasks by their dependencies: a task is submitted as
+    soon as every task it waits for (``after``) has finished, whatever its
+    kind; tasks that become ready together are dealt into groups
+    (:func:`groups`), at most ``limit`` groups in flight. The first build
+    error cancels the rest. Returns one entry per plan task; ``seconds``
+    gets, per kind, the time from its first submission to its last
+    completion."""
+    check_dag(tasks)
+    kind = {t["id"]: t["kind"] for t in tasks}
     tty = sys.stderr.isatty()
-    count = sum(len(b) for b in batches)
-    pending = list(reversed(batches))
+    finished: Set[str] = set()
+    submitted: Set[str] = set()
+    pending: List[List[str]] = []
     running: Dict[Any, List[str]] = {}
     results: List[Dict[str, Any]] = []
+    spans: Dict[str, List[float]] = {}
     try:
-        while pending or running:
+        while len(finished) < len(tasks):
+            new = ready(tasks, finished, submitted)
+            submitted.update(new)
+            pending += groups(new, cpus)
             while pending and len(running) < limit:
-                batch = pending.pop()
+                batch = pending.pop(0)
+                now = time.monotonic()
+                for t in batch:
+                    spans.setdefault(_stage(kind[t]), [now, now])
                 running[remote.remote(exe, plan_file, batch)] = batch
-            ready, _ = ray.wait(list(running), num_returns=1)
-            for ref in ready:
+            if not running:  # pragma: no cover - check_dag refuses such plans
+                raise BuildError("no task of the plan can run: " + ", ".join(sorted(set(kind) - finished)))
+            done_refs, _ = ray.wait(list(running), num_returns=1)
+            for ref in done_refs:
                 batch = running.pop(ref)
                 try:
                     r = ray.get(ref)
@@ -231,13 +267,19 @@ def _run_phase(ray: Any, remote: Any, exe: str, plan_file: str, name: str, batch
                     if isinstance(cause, TaskError):
                         raise cause from None
                     raise BuildError(f"tasks {', '.join(batch)} failed after their retries: {e}") from e
+                finished.update(batch)
+                now = time.monotonic()
+                for t in batch:
+                    spans[_stage(kind[t])][1] = now
                 results += [{"task": t, "group_seconds": r["seconds"]} for t in batch]
-            if progress and (tty or len(results) == count):
+            if progress and (tty or len(results) == len(tasks)):
                 end = "" if tty else "\n"
-                sys.stderr.write(f"\rtessera.ray: {name} {len(results)}/{count} (tasks {before + len(results)}/{total}){end}")
+                sys.stderr.write(f"\rtessera.ray: tasks {len(results)}/{len(tasks)} done, {sum(len(b) for b in running.values())} running{end}")
                 sys.stderr.flush()
     except BaseException:
         for ref in running:
             ray.cancel(ref, force=True)
         raise
+    for name, (start, end_) in spans.items():
+        seconds[name] = end_ - start
     return results

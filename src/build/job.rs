@@ -1,21 +1,19 @@
 //! One build of an artifact, under its lock, into a staging directory: plan
-//! the query, run the statistics and encode tasks on the build's threads,
-//! shuffle if asked, and assemble the manifest (large vocabularies written to
-//! files beside it).
+//! the query, run the build's task DAG on the build's threads (the
+//! [`pipeline`]), shuffle if asked, and assemble the manifest (large
+//! vocabularies written to files beside it).
 
+use super::pipeline::{self, MemoryOutputs, Pipeline};
 use super::resources::batch_rows;
 use super::{BuildError, check_not_empty, layout_of, split_names};
 use crate::accumulators::{FrozenStats, SEMANTICS_VERSION};
 use crate::fingerprint;
-use crate::plan::{
-    Chunk, Decision, EncodeOutput, OutputBudget, PlanOptions, Planner, ScanMetrics, StatsPartial,
-};
+use crate::plan::{Decision, EncodeOutput, OutputBudget, PlanOptions, Planner, ScanMetrics};
 use crate::progress::Progress;
 use crate::spec::Spec;
-use rayon::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 use tessera_reader::{
     EpochOrder, FileInfo, Manifest, RecordLayout, ShardInfo, ShardWriter, SplitInfo,
@@ -58,7 +56,7 @@ impl Job<'_> {
             .map_err(|e| BuildError::Other(format!("{}: {e}", work.display())))?;
         let t = Instant::now();
         let layout = layout_of(spec)?;
-        let mut planner = Planner::new(
+        let planner = Planner::new(
             Arc::clone(spec),
             PlanOptions {
                 threads: self.threads,
@@ -81,54 +79,6 @@ impl Job<'_> {
         seconds.insert("plan".to_string(), t.elapsed().as_secs_f64());
         crate::fault::point("build.planned");
 
-        let mut scan = ScanMetrics::default();
-        if let Decision::Global { .. } = decision {
-            let t = Instant::now();
-            let stage = self.progress.stage("query", 1);
-            let per_chunk = (spec
-                .shards
-                .target_bytes
-                .saturating_sub(tessera_reader::HEADER_LEN as u64)
-                / layout.stride.max(1))
-            .max(1);
-            scan = planner.materialize(
-                &work,
-                per_chunk,
-                Some((&self.budget, layout.stride)),
-                &|rows| stage.advance(rows, 0),
-            )?;
-            stage.chunk_done();
-            stage.finish();
-            seconds.insert("query".to_string(), t.elapsed().as_secs_f64());
-        }
-        let chunks = planner.chunks().to_vec();
-
-        // Statistics pass: partials per chunk, merged in chunk order.
-        let t = Instant::now();
-        let frozen = if planner.needs_stats() {
-            let stage = self.progress.stage("stats", chunks.len() as u64);
-            let partials: Vec<(StatsPartial, ScanMetrics)> = self.pool.install(|| {
-                chunks
-                    .par_iter()
-                    .map(|c| {
-                        let r = planner.stats_task(c);
-                        if let Ok((_, m)) = &r {
-                            stage.advance(m.rows_scanned, 0);
-                        }
-                        stage.chunk_done();
-                        r
-                    })
-                    .collect::<Result<_, _>>()
-            })?;
-            stage.finish();
-            freeze(spec, &planner, partials.into_iter().map(|(p, _)| p))?
-        } else {
-            vec![None; spec.fields.len()]
-        };
-        seconds.insert("stats".to_string(), t.elapsed().as_secs_f64());
-
-        // Encode pass: each chunk writes its own shards.
-        let t = Instant::now();
         // Shards to shuffle and documents to pack are written to the work
         // area first: what the commit publishes is made from them.
         let encode_dir = if spec.order.shuffle_seed.is_some() || spec.pack.is_some() {
@@ -139,27 +89,35 @@ impl Job<'_> {
         } else {
             staging.to_path_buf()
         };
-        let stage = self.progress.stage("encode", chunks.len() as u64);
-        let outputs = self.pool.install(|| {
-            chunks
-                .par_iter()
-                .map(|c: &Chunk| {
-                    let r = planner.encode_task(
-                        c,
-                        &layout,
-                        &frozen,
-                        &encode_dir,
-                        spec.shards.target_bytes,
-                        Some(&self.budget),
-                        &|rows, bytes| stage.advance(rows, bytes),
-                    );
-                    stage.chunk_done();
-                    r
-                })
-                .collect::<Result<Vec<_>, _>>()
-        })?;
-        stage.finish();
-        seconds.insert("encode".to_string(), t.elapsed().as_secs_f64());
+        let global = matches!(decision, Decision::Global { .. });
+        let tasks = pipeline::dag(global, planner.chunks(), planner.needs_stats());
+        let serial = planner.serial_reason().map(str::to_string);
+        let query_columns = planner
+            .query_schema()
+            .map(tessera_transform::serving::query_columns_json);
+        let pipeline = Pipeline {
+            spec,
+            planner: RwLock::new(planner),
+            layout: layout.clone(),
+            pool: self.pool,
+            work_dir: work.clone(),
+            budget: Some(&self.budget),
+            progress: Some(self.progress),
+            seconds: Mutex::default(),
+        };
+        let out = MemoryOutputs::new(&encode_dir);
+        pipeline.run_dag(&tasks, &out)?;
+        seconds.extend(
+            pipeline
+                .seconds
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for stage in ["stats", "encode"] {
+            seconds.entry(stage.to_string()).or_insert(0.0);
+        }
+        let frozen = out.take_frozen(spec.fields.len());
+        let (outputs, scan, chunks) = out.take_encoded();
 
         let t = Instant::now();
         let commit = Commit {
@@ -169,14 +127,12 @@ impl Job<'_> {
             files: self.files,
             canonical,
             decision,
-            serial: planner.serial_reason().map(str::to_string),
-            chunks: chunks.len(),
+            serial,
+            chunks,
             frozen: &frozen,
             allow_empty: self.allow_empty,
             scan,
-            query_columns: planner
-                .query_schema()
-                .map(tessera_transform::serving::query_columns_json),
+            query_columns,
         };
         let out = commit.assemble(outputs, &encode_dir, staging)?;
         seconds.insert("commit".to_string(), t.elapsed().as_secs_f64());
@@ -184,19 +140,6 @@ impl Job<'_> {
             .map_err(|e| BuildError::Other(format!("{}: {e}", work.display())))?;
         Ok(out)
     }
-}
-
-/// Merges statistics partials in chunk order and freezes them.
-pub(crate) fn freeze(
-    spec: &Spec,
-    planner: &Planner,
-    partials: impl IntoIterator<Item = StatsPartial>,
-) -> Result<Vec<Option<Vec<FrozenStats>>>, BuildError> {
-    let mut merged = planner.stats_partial();
-    for p in partials {
-        merged.merge(spec, p)?;
-    }
-    Ok(merged.freeze(spec, planner.max_vocab())?)
 }
 
 /// The last step of a build: the task outputs assembled into a manifest.

@@ -12,15 +12,17 @@
 mod errors;
 mod frozen_file;
 mod job;
+mod pipeline;
 mod resources;
 mod tasks;
 mod work_store;
 
 pub use job::VOCAB_INLINE;
+pub use pipeline::{Task, TaskKind};
 pub use resources::{
     BATCH_ROWS, default_memory_limit, exit_cleanly_on_abort, fit_address_space, free_bytes,
 };
-pub use tasks::{BuildPlan, PLAN_FORMAT, Task, TaskKind, commit, plan, run_task, run_tasks};
+pub use tasks::{BuildPlan, PLAN_FORMAT, commit, plan, run_task, run_tasks};
 
 use crate::accumulators::SEMANTICS_VERSION;
 use crate::cache::Cache;

@@ -7,54 +7,27 @@
 //! fixed by the task id, replacing any earlier attempt's (a retried or
 //! duplicated task gives the same bytes). `tessera commit PLAN` assembles the
 //! outputs in chunk order and publishes the artifact in the cache. A local
-//! `tessera build` runs the same steps in one process (see `job`).
-//!
-//! Tasks: `stats-NNNNN` (statistics partial of chunk N), then `freeze`
-//! (partials merged in chunk order and frozen), then `shard-NNNNN` (chunk N
-//! encoded into shards), then the commit. A global query is one task,
-//! `global`, run on one machine.
+//! `tessera build` runs the same task bodies in one process, with the outputs
+//! in memory (see `pipeline`, which also defines the task DAG).
 
-use super::job::{Commit, freeze};
+use super::job::Commit;
+use super::pipeline::{
+    self, Frozen, GlobalOutput, Outputs, Pipeline, ShardDir, Task, TaskKind, io,
+};
 use super::resources::batch_rows;
 use super::work_store::{self, WorkStore};
 use super::{BuildError, BuildOptions, BuildReport, Prepared, layout_of, prepare};
-use crate::accumulators::FrozenStats;
-use crate::plan::{Chunk, Decision, EncodeOutput, PlanOptions, Planner, ScanMetrics, StatsPartial};
+use crate::plan::{
+    Chunk, Decision, EncodeOutput, OutputBudget, PlanOptions, Planner, ScanMetrics, StatsPartial,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 /// The plan file's `format`.
 pub const PLAN_FORMAT: &str = "tessera-build-plan";
-
-/// What a task does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TaskKind {
-    /// The statistics partial of one chunk.
-    Stats,
-    /// Merge the partials in chunk order and freeze them.
-    Freeze,
-    /// Encode one chunk into shards.
-    Shard,
-    /// A global query: run it, compute its statistics and encode it.
-    Global,
-}
-
-/// One task of a plan.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Task {
-    /// `stats-00003`, `freeze`, `shard-00003`, `global`.
-    pub id: String,
-    /// What it does.
-    pub kind: TaskKind,
-    /// The chunk it reads, for stats and shard tasks.
-    pub chunk: Option<usize>,
-    /// Tasks whose outputs it reads.
-    pub after: Vec<String>,
-}
 
 /// A planned build.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -95,10 +68,6 @@ pub struct BuildPlan {
     /// in an object store).
     #[serde(default)]
     pub spec_text: Option<String>,
-}
-
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BuildError + '_ {
-    move |e| BuildError::Other(format!("{}: {e}", path.display()))
 }
 
 /// Writes `bytes` to `path` atomically
@@ -217,7 +186,11 @@ pub fn plan(
     plan.query_columns = planner
         .query_schema()
         .map(tessera_transform::serving::query_columns_json);
-    plan.tasks = tasks_of(&plan);
+    plan.tasks = pipeline::dag(
+        matches!(plan.decision, Some(Decision::Global { .. })),
+        &plan.chunks,
+        plan.needs_stats,
+    );
     if let (Some(ws), Some(d)) = (&remote, work_dir_arg) {
         plan.work_dir = PathBuf::from(d.to_string_lossy().trim_end_matches('/'));
         let text = serde_json::to_vec_pretty(&plan).unwrap_or_default();
@@ -315,50 +288,6 @@ fn upload_outputs(ws: &WorkStore, plan: &BuildPlan, task: &Task) -> Result<(), B
     }
 }
 
-fn tasks_of(plan: &BuildPlan) -> Vec<Task> {
-    if let Some(Decision::Global { .. }) = plan.decision {
-        return vec![Task {
-            id: "global".into(),
-            kind: TaskKind::Global,
-            chunk: None,
-            after: Vec::new(),
-        }];
-    }
-    let mut tasks = Vec::new();
-    let mut freeze_after = Vec::new();
-    if plan.needs_stats {
-        for c in &plan.chunks {
-            let id = format!("stats-{:05}", c.index);
-            freeze_after.push(id.clone());
-            tasks.push(Task {
-                id,
-                kind: TaskKind::Stats,
-                chunk: Some(c.index),
-                after: Vec::new(),
-            });
-        }
-        tasks.push(Task {
-            id: "freeze".into(),
-            kind: TaskKind::Freeze,
-            chunk: None,
-            after: freeze_after,
-        });
-    }
-    for c in &plan.chunks {
-        tasks.push(Task {
-            id: format!("shard-{:05}", c.index),
-            kind: TaskKind::Shard,
-            chunk: Some(c.index),
-            after: if plan.needs_stats {
-                vec!["freeze".into()]
-            } else {
-                Vec::new()
-            },
-        });
-    }
-    tasks
-}
-
 /// A planner for a task of `plan`, checked to see the inputs and cut the
 /// chunks exactly as the plan did.
 fn planner_for(
@@ -427,29 +356,41 @@ pub fn run_tasks(plan_path: &Path, ids: &[String]) -> Result<(), BuildError> {
         })?);
     }
     let (spec, _) = load(&plan)?;
-    let mut chunk_planner = None;
+    let layout = layout_of(&spec)?;
+    let free = super::resources::free_bytes(&plan.work_dir);
+    let budget = OutputBudget::new(
+        free / 2,
+        format!(
+            "half of the {} free where the work directory lives",
+            crate::cache::format_bytes(free)
+        ),
+    );
+    let single = thread_pool(1)?;
+    let wide = thread_pool(plan.threads)?;
+    let files = FileOutputs { plan: &plan };
+    let mut chunk_run = None;
     for task in tasks {
-        let threads = if task.kind == TaskKind::Global {
-            plan.threads
-        } else {
-            1
-        };
         if let Some(ws) = &remote {
             for (rel, writer) in inputs_of(&plan, &task) {
                 ws.fetch(&rel, &format!("task {writer}"))?;
             }
         }
-        if task.kind == TaskKind::Global {
-            let planner = checked_planner(&spec, &plan, threads)?;
-            run_global(&plan, &spec, planner)?;
+        let run = if task.kind == TaskKind::Global {
+            let global = pipeline_for(&spec, &plan, &layout, &wide, &budget)?;
+            global.run_task(&task, &files, None)
         } else {
-            if chunk_planner.is_none() {
-                chunk_planner = Some(checked_planner(&spec, &plan, threads)?);
+            if chunk_run.is_none() {
+                chunk_run = Some(pipeline_for(&spec, &plan, &layout, &single, &budget)?);
             }
-            if let Some(planner) = &chunk_planner {
-                run_chunk_task(&plan, &spec, planner, &task)?;
+            match &chunk_run {
+                Some(p) => p.run_task(&task, &files, None),
+                None => Ok(()),
             }
-        }
+        };
+        run.map_err(|e| match e {
+            BuildError::Plan(e) => super::errors::locate(&spec, e),
+            other => other,
+        })?;
         if let Some(ws) = &remote {
             upload_outputs(ws, &plan, &task)?;
         }
@@ -457,202 +398,108 @@ pub fn run_tasks(plan_path: &Path, ids: &[String]) -> Result<(), BuildError> {
     Ok(())
 }
 
-/// A planner for the plan's tasks, checked to cut the plan's chunks.
-fn checked_planner(
-    spec: &Arc<crate::spec::Spec>,
+fn thread_pool(threads: usize) -> Result<rayon::ThreadPool, BuildError> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| BuildError::Other(format!("starting {threads} threads: {e}")))
+}
+
+/// The pipeline of the plan's tasks on `pool` (a global task's planner uses
+/// all its threads, chunk tasks one), its planner checked to cut the plan's
+/// chunks.
+fn pipeline_for<'a>(
+    spec: &'a Arc<crate::spec::Spec>,
     plan: &BuildPlan,
-    threads: usize,
-) -> Result<Planner, BuildError> {
-    let planner = planner_for(spec, plan, threads)?;
+    layout: &tessera_reader::RecordLayout,
+    pool: &'a rayon::ThreadPool,
+    budget: &'a OutputBudget,
+) -> Result<Pipeline<'a>, BuildError> {
+    let planner = planner_for(spec, plan, pool.current_num_threads())?;
     if planner.chunks() != plan.chunks.as_slice() {
         return Err(BuildError::Other(
             "the chunks differ from the plan's; plan again".into(),
         ));
     }
-    Ok(planner)
+    Ok(Pipeline {
+        spec,
+        planner: RwLock::new(planner),
+        layout: layout.clone(),
+        pool,
+        work_dir: plan.work_dir.clone(),
+        budget: Some(budget),
+        progress: None,
+        seconds: Mutex::default(),
+    })
 }
 
-/// Runs one statistics, freeze or shard task.
-fn run_chunk_task(
-    plan: &BuildPlan,
-    spec: &Arc<crate::spec::Spec>,
-    planner: &Planner,
-    task: &Task,
-) -> Result<(), BuildError> {
-    let chunk = |i: usize| -> Result<&Chunk, BuildError> {
-        plan.chunks
-            .get(i)
-            .ok_or_else(|| BuildError::Other(format!("the plan has no chunk {i}")))
-    };
-    let located = |e| super::errors::locate(spec, e);
-    match task.kind {
-        TaskKind::Stats => {
-            let c = chunk(task.chunk.unwrap_or(usize::MAX))?;
-            let (partial, _) = planner.stats_task(c).map_err(located)?;
-            write_atomic(&plan.stats_path(c.index), &partial.to_json())
-        }
-        TaskKind::Freeze => {
-            let mut partials = Vec::with_capacity(plan.chunks.len());
-            for c in &plan.chunks {
-                let path = plan.stats_path(c.index);
-                let bytes = std::fs::read(&path).map_err(|e| {
-                    BuildError::Other(format!(
-                        "{}: {e} (run task stats-{:05} first)",
-                        path.display(),
-                        c.index
-                    ))
-                })?;
-                partials.push(
-                    StatsPartial::from_json(&bytes, planner.spill())
-                        .map_err(|e| BuildError::Other(format!("{}: {e}", path.display())))?,
-                );
-            }
-            let frozen = freeze(spec, planner, partials)?;
-            write_atomic(&plan.frozen_path(), &super::frozen_file::to_bytes(&frozen))
-        }
-        TaskKind::Shard => {
-            let c = chunk(task.chunk.unwrap_or(usize::MAX))?;
-            let frozen = frozen_of(plan, spec.fields.len())?;
-            let layout = layout_of(spec)?;
-            let attempt = Attempt::new(&plan.shards_dir(), &task.id)?;
-            let out = planner
-                .encode_task(
-                    c,
-                    &layout,
-                    &frozen,
-                    &attempt.dir,
-                    spec.shards.target_bytes,
-                    None,
-                    &|_, _| {},
-                )
-                .map_err(located)?;
-            attempt.publish()?;
-            write_atomic(
-                &plan.output_path(c.index),
-                &serde_json::to_vec(&out).unwrap_or_default(),
-            )
-        }
-        TaskKind::Global => Err(BuildError::Other(
-            "a global task runs on its own planner".into(),
-        )),
+/// Task outputs in the work directory: `stats/NNNNN.json`, `frozen.json`,
+/// `shards/`, `outputs/NNNNN.json` and `outputs/global.json`, each written
+/// atomically under a name fixed by the task (a retried task replaces the
+/// same bytes).
+struct FileOutputs<'a> {
+    plan: &'a BuildPlan,
+}
+
+impl Outputs for FileOutputs<'_> {
+    fn put_stats(&self, chunk: usize, partial: StatsPartial) -> Result<(), BuildError> {
+        write_atomic(&self.plan.stats_path(chunk), &partial.to_json())
+    }
+
+    fn stats(&self, chunk: usize, planner: &Planner) -> Result<StatsPartial, BuildError> {
+        let path = self.plan.stats_path(chunk);
+        let bytes = std::fs::read(&path).map_err(|e| {
+            BuildError::Other(format!(
+                "{}: {e} (run task stats-{chunk:05} first)",
+                path.display()
+            ))
+        })?;
+        StatsPartial::from_json(&bytes, planner.spill())
+            .map_err(|e| BuildError::Other(format!("{}: {e}", path.display())))
+    }
+
+    fn put_frozen(&self, frozen: &Frozen) -> Result<(), BuildError> {
+        write_atomic(
+            &self.plan.frozen_path(),
+            &super::frozen_file::to_bytes(frozen),
+        )
+    }
+
+    fn frozen(&self) -> Result<Arc<Frozen>, BuildError> {
+        Ok(Arc::new(super::frozen_file::read(
+            &self.plan.frozen_path(),
+        )?))
+    }
+
+    fn shard_dir(&self, task: &Task) -> Result<ShardDir, BuildError> {
+        ShardDir::attempt(&self.plan.shards_dir(), &task.id)
+    }
+
+    fn put_encoded(
+        &self,
+        chunk: usize,
+        out: (EncodeOutput, ScanMetrics),
+    ) -> Result<(), BuildError> {
+        write_atomic(
+            &self.plan.output_path(chunk),
+            &serde_json::to_vec(&out).unwrap_or_default(),
+        )
+    }
+
+    fn put_global(&self, global: GlobalOutput) -> Result<(), BuildError> {
+        write_atomic(
+            &self.plan.global_path(),
+            &serde_json::to_vec(&global).unwrap_or_default(),
+        )
     }
 }
 
-fn frozen_of(plan: &BuildPlan, fields: usize) -> Result<Vec<Option<Vec<FrozenStats>>>, BuildError> {
+fn frozen_of(plan: &BuildPlan, fields: usize) -> Result<Frozen, BuildError> {
     if plan.needs_stats {
         super::frozen_file::read(&plan.frozen_path())
     } else {
         Ok(vec![None; fields])
     }
-}
-
-/// The whole of a global query on this machine: query, statistics, encode.
-fn run_global(
-    plan: &BuildPlan,
-    spec: &Arc<crate::spec::Spec>,
-    mut planner: Planner,
-) -> Result<(), BuildError> {
-    let layout = layout_of(spec)?;
-    let per_chunk = (spec
-        .shards
-        .target_bytes
-        .saturating_sub(tessera_reader::HEADER_LEN as u64)
-        / layout.stride.max(1))
-    .max(1);
-    let located = |e| super::errors::locate(spec, e);
-    let scan = planner
-        .materialize(&plan.work_dir, per_chunk, None, &|_| {})
-        .map_err(located)?;
-    let chunks = planner.chunks().to_vec();
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(plan.threads)
-        .build()
-        .map_err(|e| BuildError::Other(format!("starting {} threads: {e}", plan.threads)))?;
-    use rayon::prelude::*;
-    let frozen = if planner.needs_stats() {
-        let partials: Vec<(StatsPartial, ScanMetrics)> = pool
-            .install(|| {
-                chunks
-                    .par_iter()
-                    .map(|c| planner.stats_task(c))
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .map_err(located)?;
-        freeze(spec, &planner, partials.into_iter().map(|(p, _)| p))?
-    } else {
-        vec![None; spec.fields.len()]
-    };
-    let attempt = Attempt::new(&plan.shards_dir(), "global")?;
-    let dir = attempt.dir.clone();
-    let outputs: Vec<(EncodeOutput, ScanMetrics)> = pool
-        .install(|| {
-            chunks
-                .par_iter()
-                .map(|c| {
-                    planner.encode_task(
-                        c,
-                        &layout,
-                        &frozen,
-                        &dir,
-                        spec.shards.target_bytes,
-                        None,
-                        &|_, _| {},
-                    )
-                })
-                .collect::<Result<Vec<_>, _>>()
-        })
-        .map_err(located)?;
-    attempt.publish()?;
-    write_atomic(&plan.frozen_path(), &super::frozen_file::to_bytes(&frozen))?;
-    write_atomic(
-        &plan.global_path(),
-        &serde_json::to_vec(&GlobalOutput {
-            scan,
-            chunks: chunks.len(),
-            outputs,
-        })
-        .unwrap_or_default(),
-    )
-}
-
-/// The private directory one attempt of a task writes its shards into:
-/// a killed attempt leaves only its own directory behind, and two attempts
-/// of the same task (a retry racing a straggler) never write one file.
-struct Attempt {
-    dir: PathBuf,
-    into: PathBuf,
-}
-
-impl Attempt {
-    fn new(into: &Path, task: &str) -> Result<Attempt, BuildError> {
-        let dir = into.join(format!(
-            ".attempt-{task}.{}",
-            tessera_reader::durable::unique_suffix()
-        ));
-        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-        Ok(Attempt {
-            dir,
-            into: into.to_path_buf(),
-        })
-    }
-
-    /// Moves the attempt's shards into place (each rename replaces the same
-    /// bytes that another attempt of the task may have put there).
-    fn publish(self) -> Result<(), BuildError> {
-        for e in std::fs::read_dir(&self.dir).map_err(io(&self.dir))? {
-            let e = e.map_err(io(&self.dir))?;
-            let to = self.into.join(e.file_name());
-            std::fs::rename(e.path(), &to).map_err(io(&to))?;
-        }
-        std::fs::remove_dir(&self.dir).map_err(io(&self.dir))
-    }
-}
-
-#[derive(Serialize, Deserialize)]
-struct GlobalOutput {
-    scan: ScanMetrics,
-    chunks: usize,
-    outputs: Vec<(EncodeOutput, ScanMetrics)>,
 }
 
 /// Downloads every output a commit reads; returns their names.
