@@ -26,6 +26,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
+mod commit;
+mod run;
+
+pub use commit::commit;
+pub use run::{run_task, run_tasks};
+
 /// The plan file's `format`.
 pub const PLAN_FORMAT: &str = "tessera-build-plan";
 
@@ -72,13 +78,13 @@ pub struct BuildPlan {
 
 /// Writes `bytes` to `path` atomically
 /// ([`tessera_reader::durable::write_atomic`]), creating its directory.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), BuildError> {
+pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), BuildError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     Ok(tessera_reader::durable::write_atomic(path, bytes)?)
 }
 
-fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, BuildError> {
+pub(super) fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, BuildError> {
     let bytes = std::fs::read(path).map_err(|e| {
         BuildError::Other(format!(
             "{}: {e} (has the task that writes it run?)",
@@ -102,25 +108,25 @@ impl BuildPlan {
         Ok(plan)
     }
 
-    fn stats_path(&self, chunk: usize) -> PathBuf {
+    pub(super) fn stats_path(&self, chunk: usize) -> PathBuf {
         self.work_dir.join("stats").join(format!("{chunk:05}.json"))
     }
 
-    fn frozen_path(&self) -> PathBuf {
+    pub(super) fn frozen_path(&self) -> PathBuf {
         self.work_dir.join("frozen.json")
     }
 
-    fn output_path(&self, chunk: usize) -> PathBuf {
+    pub(super) fn output_path(&self, chunk: usize) -> PathBuf {
         self.work_dir
             .join("outputs")
             .join(format!("{chunk:05}.json"))
     }
 
-    fn shards_dir(&self) -> PathBuf {
+    pub(super) fn shards_dir(&self) -> PathBuf {
         self.work_dir.join("shards")
     }
 
-    fn global_path(&self) -> PathBuf {
+    pub(super) fn global_path(&self) -> PathBuf {
         self.work_dir.join("outputs").join("global.json")
     }
 }
@@ -207,7 +213,7 @@ pub fn plan(
 /// work directory is mirrored into a private local directory, which the
 /// returned plan uses, and a node without the spec file uses the plan's
 /// copy of it).
-fn open_plan(plan_path: &Path) -> Result<(BuildPlan, Option<WorkStore>), BuildError> {
+pub(super) fn open_plan(plan_path: &Path) -> Result<(BuildPlan, Option<WorkStore>), BuildError> {
     if !work_store::is_url(plan_path) {
         return Ok((BuildPlan::read(plan_path)?, None));
     }
@@ -231,26 +237,8 @@ fn open_plan(plan_path: &Path) -> Result<(BuildPlan, Option<WorkStore>), BuildEr
     Ok((plan, Some(ws)))
 }
 
-/// The work-directory files task `task` reads.
-fn inputs_of(plan: &BuildPlan, task: &Task) -> Vec<(String, String)> {
-    match task.kind {
-        TaskKind::Freeze => plan
-            .chunks
-            .iter()
-            .map(|c| {
-                (
-                    format!("stats/{:05}.json", c.index),
-                    format!("stats-{:05}", c.index),
-                )
-            })
-            .collect(),
-        TaskKind::Shard if plan.needs_stats => vec![("frozen.json".into(), "freeze".into())],
-        _ => Vec::new(),
-    }
-}
-
 /// The shard files an output file lists, relative to the work directory.
-fn shards_listed(outputs: &[EncodeOutput]) -> Vec<String> {
+pub(super) fn shards_listed(outputs: &[EncodeOutput]) -> Vec<String> {
     outputs
         .iter()
         .flat_map(|o| {
@@ -263,34 +251,9 @@ fn shards_listed(outputs: &[EncodeOutput]) -> Vec<String> {
 
 /// Uploads what task `task` wrote: shards first, then the file that lists
 /// them (so a reader of the store never finds an output whose shards are
-/// missing).
-fn upload_outputs(ws: &WorkStore, plan: &BuildPlan, task: &Task) -> Result<(), BuildError> {
-    let c = task.chunk.unwrap_or(usize::MAX);
-    match task.kind {
-        TaskKind::Stats => ws.upload(&format!("stats/{c:05}.json")),
-        TaskKind::Freeze => ws.upload("frozen.json"),
-        TaskKind::Shard => {
-            let (out, _): (EncodeOutput, ScanMetrics) = read_json(&plan.output_path(c))?;
-            for rel in shards_listed(std::slice::from_ref(&out)) {
-                ws.upload(&rel)?;
-            }
-            ws.upload(&format!("outputs/{c:05}.json"))
-        }
-        TaskKind::Global => {
-            let g: GlobalOutput = read_json(&plan.global_path())?;
-            let outs: Vec<EncodeOutput> = g.outputs.into_iter().map(|(o, _)| o).collect();
-            for rel in shards_listed(&outs) {
-                ws.upload(&rel)?;
-            }
-            ws.upload("frozen.json")?;
-            ws.upload("outputs/global.json")
-        }
-    }
-}
-
 /// A planner for a task of `plan`, checked to see the inputs and cut the
 /// chunks exactly as the plan did.
-fn planner_for(
+pub(super) fn planner_for(
     spec: &Arc<crate::spec::Spec>,
     plan: &BuildPlan,
     threads: usize,
@@ -310,7 +273,7 @@ fn planner_for(
 }
 
 /// Loads the spec of `plan` and checks its inputs still hash to the plan's.
-fn load(plan: &BuildPlan) -> Result<(Arc<crate::spec::Spec>, Prepared), BuildError> {
+pub(super) fn load(plan: &BuildPlan) -> Result<(Arc<crate::spec::Spec>, Prepared), BuildError> {
     let p = prepare(&plan.spec, Some(&plan.cache_dir))?;
     if p.hash != plan.hash {
         return Err(BuildError::Other(format!(
@@ -321,303 +284,4 @@ fn load(plan: &BuildPlan) -> Result<(Arc<crate::spec::Spec>, Prepared), BuildErr
         )));
     }
     Ok((Arc::new(p.spec.clone()), p))
-}
-
-/// Runs task `id` of the plan at `plan_path`.
-pub fn run_task(plan_path: &Path, id: &str) -> Result<(), BuildError> {
-    run_tasks(plan_path, &[id.to_string()])
-}
-
-/// Runs the tasks `ids` of the plan at `plan_path`, one after the other, in
-/// one process: the spec is loaded, the inputs checked and the query planned
-/// once for all of them (what a cluster executor batches to spread that cost).
-pub fn run_tasks(plan_path: &Path, ids: &[String]) -> Result<(), BuildError> {
-    let (mut plan, remote) = open_plan(plan_path)?;
-    if let Some(ws) = &remote
-        && !plan.cache_dir.is_dir()
-    {
-        // A node without the planning machine's directories: tasks need no
-        // artifact cache (only the commit publishes), so a private one does.
-        plan.cache_dir = ws.local.join("cache");
-    }
-    let mut tasks = Vec::with_capacity(ids.len());
-    for id in ids {
-        let task = plan.tasks.iter().find(|t| &t.id == id).cloned();
-        tasks.push(task.ok_or_else(|| {
-            BuildError::Other(format!(
-                "{}: no task {id:?} (tasks: {})",
-                plan_path.display(),
-                plan.tasks
-                    .iter()
-                    .map(|t| t.id.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-        })?);
-    }
-    let (spec, _) = load(&plan)?;
-    let layout = layout_of(&spec)?;
-    let free = super::resources::free_bytes(&plan.work_dir);
-    let budget = OutputBudget::new(
-        free / 2,
-        format!(
-            "half of the {} free where the work directory lives",
-            crate::cache::format_bytes(free)
-        ),
-    );
-    let single = thread_pool(1)?;
-    let wide = thread_pool(plan.threads)?;
-    let files = FileOutputs { plan: &plan };
-    let mut chunk_run = None;
-    for task in tasks {
-        if let Some(ws) = &remote {
-            for (rel, writer) in inputs_of(&plan, &task) {
-                ws.fetch(&rel, &format!("task {writer}"))?;
-            }
-        }
-        let run = if task.kind == TaskKind::Global {
-            let global = pipeline_for(&spec, &plan, &layout, &wide, &budget)?;
-            global.run_task(&task, &files, None)
-        } else {
-            if chunk_run.is_none() {
-                chunk_run = Some(pipeline_for(&spec, &plan, &layout, &single, &budget)?);
-            }
-            match &chunk_run {
-                Some(p) => p.run_task(&task, &files, None),
-                None => Ok(()),
-            }
-        };
-        run.map_err(|e| match e {
-            BuildError::Plan(e) => super::errors::locate(&spec, e),
-            other => other,
-        })?;
-        if let Some(ws) = &remote {
-            upload_outputs(ws, &plan, &task)?;
-        }
-    }
-    Ok(())
-}
-
-fn thread_pool(threads: usize) -> Result<rayon::ThreadPool, BuildError> {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|e| BuildError::Other(format!("starting {threads} threads: {e}")))
-}
-
-/// The pipeline of the plan's tasks on `pool` (a global task's planner uses
-/// all its threads, chunk tasks one), its planner checked to cut the plan's
-/// chunks.
-fn pipeline_for<'a>(
-    spec: &'a Arc<crate::spec::Spec>,
-    plan: &BuildPlan,
-    layout: &tessera_reader::RecordLayout,
-    pool: &'a rayon::ThreadPool,
-    budget: &'a OutputBudget,
-) -> Result<Pipeline<'a>, BuildError> {
-    let planner = planner_for(spec, plan, pool.current_num_threads())?;
-    if planner.chunks() != plan.chunks.as_slice() {
-        return Err(BuildError::Other(
-            "the chunks differ from the plan's; plan again".into(),
-        ));
-    }
-    Ok(Pipeline {
-        spec,
-        planner: RwLock::new(planner),
-        layout: layout.clone(),
-        pool,
-        work_dir: plan.work_dir.clone(),
-        budget: Some(budget),
-        progress: None,
-        seconds: Mutex::default(),
-    })
-}
-
-/// Task outputs in the work directory: `stats/NNNNN.json`, `frozen.json`,
-/// `shards/`, `outputs/NNNNN.json` and `outputs/global.json`, each written
-/// atomically under a name fixed by the task (a retried task replaces the
-/// same bytes).
-struct FileOutputs<'a> {
-    plan: &'a BuildPlan,
-}
-
-impl Outputs for FileOutputs<'_> {
-    fn put_stats(&self, chunk: usize, partial: StatsPartial) -> Result<(), BuildError> {
-        write_atomic(&self.plan.stats_path(chunk), &partial.to_json())
-    }
-
-    fn stats(&self, chunk: usize, planner: &Planner) -> Result<StatsPartial, BuildError> {
-        let path = self.plan.stats_path(chunk);
-        let bytes = std::fs::read(&path).map_err(|e| {
-            BuildError::Other(format!(
-                "{}: {e} (run task stats-{chunk:05} first)",
-                path.display()
-            ))
-        })?;
-        StatsPartial::from_json(&bytes, planner.spill())
-            .map_err(|e| BuildError::Other(format!("{}: {e}", path.display())))
-    }
-
-    fn put_frozen(&self, frozen: &Frozen) -> Result<(), BuildError> {
-        write_atomic(
-            &self.plan.frozen_path(),
-            &super::frozen_file::to_bytes(frozen),
-        )
-    }
-
-    fn frozen(&self) -> Result<Arc<Frozen>, BuildError> {
-        Ok(Arc::new(super::frozen_file::read(
-            &self.plan.frozen_path(),
-        )?))
-    }
-
-    fn shard_dir(&self, task: &Task) -> Result<ShardDir, BuildError> {
-        ShardDir::attempt(&self.plan.shards_dir(), &task.id)
-    }
-
-    fn put_encoded(
-        &self,
-        chunk: usize,
-        out: (EncodeOutput, ScanMetrics),
-    ) -> Result<(), BuildError> {
-        write_atomic(
-            &self.plan.output_path(chunk),
-            &serde_json::to_vec(&out).unwrap_or_default(),
-        )
-    }
-
-    fn put_global(&self, global: GlobalOutput) -> Result<(), BuildError> {
-        write_atomic(
-            &self.plan.global_path(),
-            &serde_json::to_vec(&global).unwrap_or_default(),
-        )
-    }
-}
-
-fn frozen_of(plan: &BuildPlan, fields: usize) -> Result<Frozen, BuildError> {
-    if plan.needs_stats {
-        super::frozen_file::read(&plan.frozen_path())
-    } else {
-        Ok(vec![None; fields])
-    }
-}
-
-/// Downloads every output a commit reads; returns their names.
-fn fetch_all_outputs(ws: &WorkStore, plan: &BuildPlan) -> Result<Vec<String>, BuildError> {
-    let mut names = Vec::new();
-    let mut outputs = Vec::new();
-    match plan.decision {
-        Some(Decision::Global { .. }) => {
-            let path = ws.fetch("outputs/global.json", "task global")?;
-            let g: GlobalOutput = read_json(&path)?;
-            outputs.extend(g.outputs.into_iter().map(|(o, _)| o));
-            names.push("outputs/global.json".to_string());
-            ws.fetch("frozen.json", "task global")?;
-            names.push("frozen.json".into());
-        }
-        _ => {
-            for c in &plan.chunks {
-                let rel = format!("outputs/{:05}.json", c.index);
-                let path = ws.fetch(&rel, &format!("task shard-{:05}", c.index))?;
-                outputs.push(read_json::<(EncodeOutput, ScanMetrics)>(&path)?.0);
-                names.push(rel);
-                names.push(format!("stats/{:05}.json", c.index));
-            }
-            if plan.needs_stats {
-                ws.fetch("frozen.json", "task freeze")?;
-                names.push("frozen.json".into());
-            }
-        }
-    }
-    for rel in shards_listed(&outputs) {
-        ws.fetch(&rel, "a shard task")?;
-        names.push(rel);
-    }
-    Ok(names)
-}
-
-/// Assembles the outputs of every task of the plan at `plan_path` in chunk
-/// order and publishes the artifact in the cache; removes the work
-/// directory.
-pub fn commit(plan_path: &Path, opts: &BuildOptions) -> Result<BuildReport, BuildError> {
-    let t0 = Instant::now();
-    let (plan, remote) = open_plan(plan_path)?;
-    let mut fetched = Vec::new();
-    if let Some(ws) = &remote {
-        fetched = fetch_all_outputs(ws, &plan)?;
-    }
-    let (spec, prepared) = load(&plan)?;
-    let cache = prepared.cache;
-    let layout = layout_of(&spec)?;
-    let decision = plan
-        .decision
-        .clone()
-        .ok_or_else(|| BuildError::Other("the plan has no query plan (a cache hit?)".into()))?;
-    let (outputs, scan, chunks) = match decision {
-        Decision::Global { .. } => {
-            let g: GlobalOutput = read_json(&plan.global_path())?;
-            (g.outputs, g.scan, g.chunks)
-        }
-        Decision::Chunked { .. } => {
-            let mut outputs = Vec::with_capacity(plan.chunks.len());
-            for c in &plan.chunks {
-                outputs.push(read_json(&plan.output_path(c.index))?);
-            }
-            (outputs, ScanMetrics::default(), plan.chunks.len())
-        }
-    };
-    let frozen = frozen_of(&plan, spec.fields.len()).or_else(|e| match decision {
-        Decision::Global { .. } => super::frozen_file::read(&plan.frozen_path()).map_err(|_| e),
-        Decision::Chunked { .. } => Err(e),
-    })?;
-    let mut built = None;
-    let obtained = cache.get_or_build(
-        &plan.hash,
-        || {},
-        |staging| {
-            let (manifest, b) = Commit {
-                spec: &spec,
-                layout: &layout,
-                hash: &plan.hash,
-                files: &prepared.files,
-                canonical: prepared.canonical.clone(),
-                decision: decision.clone(),
-                serial: plan.serial.clone(),
-                chunks,
-                frozen: &frozen,
-                allow_empty: opts.allow_empty,
-                scan,
-                query_columns: plan.query_columns.clone(),
-            }
-            .assemble(outputs, &plan.shards_dir(), staging.path())?;
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(plan.threads)
-                .build()
-                .map_err(|e| {
-                    BuildError::Other(format!("starting {} threads: {e}", plan.threads))
-                })?;
-            let mut ignored = BTreeMap::new();
-            let manifest = crate::compress::compress_staged(
-                staging.path(),
-                manifest,
-                spec.shards.zstd_level,
-                &pool,
-                &mut ignored,
-            )?;
-            built = Some(b);
-            Ok::<_, BuildError>(manifest)
-        },
-    )?;
-    let _ = std::fs::remove_dir_all(&plan.work_dir);
-    if let Some(ws) = &remote {
-        fetched.push("plan.json".into());
-        ws.delete(&fetched);
-    }
-    let mut seconds = BTreeMap::new();
-    seconds.insert("total".to_string(), t0.elapsed().as_secs_f64());
-    Ok(match built {
-        Some(b) => super::built_report(plan.hash.clone(), obtained.artifact, b, seconds),
-        // Another commit of the same hash published it first.
-        None => super::hit_report(plan.hash.clone(), obtained.artifact, t0, seconds),
-    })
 }

@@ -163,35 +163,72 @@ fn read_field(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Field, SpecE
     };
     let input = read_input(ctx, &map)?;
     if let FieldInput::LengthOf(target) = &input {
-        if let Some(other) = map
-            .entries
-            .iter()
-            .find(|e| !matches!(e.key.as_str(), "dtype" | "length_of"))
-        {
-            return Err(map.owned(other).item().error(
-                ctx,
-                format!(
-                    "a length_of field stores how much {target} stored and takes only dtype, \
-                     not {}",
-                    other.key
-                ),
-            ));
-        }
-        return Ok(Field {
-            name: name.to_string(),
-            dtype,
-            input,
-            length: None,
-            pad: 0.0,
-            bytes: None,
-            text: None,
-            fill_null: None,
-            transforms: Vec::new(),
-            nonfinite: NonFinite::Error,
-        });
+        return length_of_field(ctx, &map, name, dtype, target.clone());
     }
+    let length = read_length(ctx, &map, &input)?;
+    let pad = read_pad(ctx, &map, dtype, length)?;
+    let bytes = read_bytes(ctx, &map, dtype, &input, length)?;
+    let text = read_text(ctx, &map, dtype)?;
+    let transforms = read_field_transforms(ctx, &map, dtype, &input, bytes)?;
+    let fill_null = read_fill_null(ctx, &map, dtype, bytes, &transforms)?;
+    let nonfinite = read_nonfinite(ctx, &map, &transforms)?;
+    Ok(Field {
+        name: name.to_string(),
+        dtype,
+        input,
+        length,
+        pad,
+        bytes,
+        text,
+        fill_null,
+        transforms,
+        nonfinite,
+    })
+}
 
-    let length = match map.get_some("length") {
+/// A `length_of` field: only `dtype` besides.
+fn length_of_field(
+    ctx: &Ctx<'_>,
+    map: &MapView<'_>,
+    name: &str,
+    dtype: DType,
+    target: String,
+) -> Result<Field, SpecError> {
+    if let Some(other) = map
+        .entries
+        .iter()
+        .find(|e| !matches!(e.key.as_str(), "dtype" | "length_of"))
+    {
+        return Err(map.owned(other).item().error(
+            ctx,
+            format!(
+                "a length_of field stores how much {target} stored and takes only dtype, \
+                 not {}",
+                other.key
+            ),
+        ));
+    }
+    Ok(Field {
+        name: name.to_string(),
+        dtype,
+        input: FieldInput::LengthOf(target),
+        length: None,
+        pad: 0.0,
+        bytes: None,
+        text: None,
+        fill_null: None,
+        transforms: Vec::new(),
+        nonfinite: NonFinite::Error,
+    })
+}
+
+/// `length:` (list fields).
+fn read_length(
+    ctx: &Ctx<'_>,
+    map: &MapView<'_>,
+    input: &FieldInput,
+) -> Result<Option<u64>, SpecError> {
+    Ok(match map.get_some("length") {
         Some(owned) => {
             if matches!(input, FieldInput::Columns(_)) {
                 return Err(owned.item().error(
@@ -202,8 +239,17 @@ fn read_field(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Field, SpecE
             Some(owned.item().u64_at_least(ctx, 1)?)
         }
         None => None,
-    };
-    let pad = match map.get_some("pad") {
+    })
+}
+
+/// `pad:`, which needs `length` or `text`.
+fn read_pad(
+    ctx: &Ctx<'_>,
+    map: &MapView<'_>,
+    dtype: DType,
+    length: Option<u64>,
+) -> Result<f64, SpecError> {
+    Ok(match map.get_some("pad") {
         Some(owned) => {
             let item = owned.item();
             if length.is_none() && map.get_some("text").is_none() {
@@ -218,9 +264,18 @@ fn read_field(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Field, SpecE
             pad
         }
         None => 0.0,
-    };
+    })
+}
 
-    let bytes = match map.get_some("bytes") {
+/// `bytes:` (a u8 field copied as is).
+fn read_bytes(
+    ctx: &Ctx<'_>,
+    map: &MapView<'_>,
+    dtype: DType,
+    input: &FieldInput,
+    length: Option<u64>,
+) -> Result<Option<u64>, SpecError> {
+    Ok(match map.get_some("bytes") {
         Some(owned) => {
             let item = owned.item();
             if dtype != DType::U8 {
@@ -235,9 +290,12 @@ fn read_field(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Field, SpecE
             Some(item.u64_at_least(ctx, 1)?)
         }
         None => None,
-    };
+    })
+}
 
-    let text = match map.get_some("text") {
+/// `text:` (UTF-8 bytes of a fixed size).
+fn read_text(ctx: &Ctx<'_>, map: &MapView<'_>, dtype: DType) -> Result<Option<u64>, SpecError> {
+    Ok(match map.get_some("text") {
         Some(owned) => {
             let item = owned.item();
             if dtype != DType::U8 {
@@ -269,9 +327,18 @@ fn read_field(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Field, SpecE
             Some(item.u64_at_least(ctx, 1)?)
         }
         None => None,
-    };
+    })
+}
 
-    let transforms = match map.get_some("transform") {
+/// `transform:`, checked against the field.
+fn read_field_transforms(
+    ctx: &Ctx<'_>,
+    map: &MapView<'_>,
+    dtype: DType,
+    input: &FieldInput,
+    bytes: Option<u64>,
+) -> Result<Vec<Transform>, SpecError> {
+    Ok(match map.get_some("transform") {
         Some(owned) => {
             if bytes.is_some() {
                 return Err(owned
@@ -283,20 +350,31 @@ fn read_field(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Field, SpecE
             if let Some(p) = placed.first()
                 && matches!(p.transform, Transform::Image(_))
             {
-                check_image_field(ctx, &map, &input)?;
+                check_image_field(ctx, map, input)?;
             }
             placed.into_iter().map(|p| p.transform).collect()
         }
         None => Vec::new(),
-    };
+    })
+}
 
-    let fill_null = match map.get_some("fill_null") {
+/// `fill_null:`, refused where a null has a meaning of its own.
+fn read_fill_null(
+    ctx: &Ctx<'_>,
+    map: &MapView<'_>,
+    dtype: DType,
+    bytes: Option<u64>,
+    transforms: &[Transform],
+) -> Result<Option<f64>, SpecError> {
+    Ok(match map.get_some("fill_null") {
         Some(owned) => {
             let item = owned.item();
             if bytes.is_some() {
                 return Err(item.error(
                     ctx,
-                    "fill_null does not apply to a bytes field: its values are copied as they                      are, and a null is an error (filter such rows out, or give a value in an                      expr)",
+                    "fill_null does not apply to a bytes field: its values are copied as they \
+                     are, and a null is an error (filter such rows out, or give a value in an \
+                     expr)",
                 ));
             }
             if let Some(Transform::Tokenize(_)) = transforms.first() {
@@ -331,9 +409,16 @@ fn read_field(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Field, SpecE
             Some(value)
         }
         None => None,
-    };
+    })
+}
 
-    let nonfinite = match map.get_some("nonfinite") {
+/// `nonfinite:` (fields with standardize or min_max).
+fn read_nonfinite(
+    ctx: &Ctx<'_>,
+    map: &MapView<'_>,
+    transforms: &[Transform],
+) -> Result<NonFinite, SpecError> {
+    Ok(match map.get_some("nonfinite") {
         Some(owned) => {
             let item = owned.item();
             if !transforms
@@ -361,19 +446,6 @@ fn read_field(ctx: &Ctx<'_>, item: &Item<'_>, name: &str) -> Result<Field, SpecE
             }
         }
         None => NonFinite::Error,
-    };
-
-    Ok(Field {
-        name: name.to_string(),
-        dtype,
-        input,
-        length,
-        pad,
-        bytes,
-        text,
-        fill_null,
-        transforms,
-        nonfinite,
     })
 }
 

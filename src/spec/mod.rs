@@ -13,8 +13,10 @@ mod files;
 mod pack;
 mod read;
 mod sql;
+mod storage;
 mod suggest;
 mod toplevel;
+mod transform_rules;
 mod transforms;
 mod yaml;
 
@@ -24,10 +26,10 @@ pub use pack::{
     SEGMENT_IDS,
 };
 pub use read::SpecLocations;
-pub use toplevel::{
-    DEFAULT_CHUNK_BYTES, DEFAULT_TARGET_BYTES, MAX_SPLITS, MIN_CHUNK_BYTES, MIN_TARGET_BYTES,
-    parse_size,
+pub use storage::{
+    DEFAULT_CHUNK_BYTES, DEFAULT_TARGET_BYTES, MIN_CHUNK_BYTES, MIN_TARGET_BYTES, parse_size,
 };
+pub use toplevel::MAX_SPLITS;
 // The field model (a field's input, shape, nulls and transform steps) lives in
 // the transform crate, which the serving path shares; the spec calls the steps
 // transforms.
