@@ -13,6 +13,9 @@
 //! [`serve`] applies an artifact's transforms to new rows (`tessera transform`,
 //! `tessera export-transform`) through the `tessera_transform` crate.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod accumulators;
 pub mod artifact;
 pub mod bench;

@@ -3,6 +3,9 @@
 //! each; this file parses, runs, and turns an error into a message and an
 //! exit code.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod cli;
 
 use clap::Parser;
