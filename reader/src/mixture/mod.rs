@@ -192,9 +192,10 @@ impl Mixture {
     pub fn anchored(&self, at: u64, counts: &[u64], schedule: &[WeightStep]) -> Result<Self> {
         self.check_counts(at, counts)?;
         check_schedule(schedule)?;
-        let last = self.history.last().expect("a mixture has a history");
-        let from = at.max(last.at);
-        if steps_from(schedule, from) == steps_from(&last.steps, from)
+        // Every mixture has a last change (its schedule at sample 0 at least).
+        let last_at = self.history.last().map_or(0, |c| c.at);
+        let from = at.max(last_at);
+        if steps_from(schedule, from) == steps_from(self.schedule(), from)
             && self.counts_at(at) == counts
         {
             return Ok(self.clone());
@@ -269,7 +270,8 @@ impl Mixture {
 
     /// The weight schedule in force from the last change on.
     pub fn schedule(&self) -> &[WeightStep] {
-        &self.history.last().expect("a mixture has a history").steps
+        // Every mixture has a last change (its schedule at sample 0 at least).
+        self.history.last().map_or(&[], |c| &c.steps)
     }
     /// The components, in order.
     pub fn components(&self) -> &[MixComponent] {

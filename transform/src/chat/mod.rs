@@ -307,6 +307,11 @@ impl ChatTemplate {
 /// renders it. The mask still follows the rule of the module documentation.
 fn without_generation_tags(source: &str) -> String {
     static TAG: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    #[allow(
+        clippy::expect_used,
+        reason = "a constant pattern: it compiles on every input or on none, and the \
+                  generation-tag tests run it"
+    )]
     let re = TAG.get_or_init(|| {
         regex::Regex::new(r"\{%([-+]?)\s*(end)?generation\s*([-+]?)%\}").expect("a valid pattern")
     });
