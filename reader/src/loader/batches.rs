@@ -10,6 +10,7 @@ use crate::order::Cursor;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+/// The batches of one epoch for one rank, in order. Dropping it stops the
 /// prefetch threads.
 pub struct Batches {
     job: Arc<Job>,

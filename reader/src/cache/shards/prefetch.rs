@@ -164,3 +164,66 @@ impl Drop for PlanHandle {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Active, Slot, State};
+    use super::*;
+    use crate::cache::simulate::Fetch;
+
+    /// Steps 0..4 reading shards 0..4 in turn, with the given fetches.
+    fn state(fetches: Vec<Fetch>, cursor: usize) -> State {
+        let plan = AccessPlan::new(4, (0..4).map(|s| vec![s]));
+        State {
+            slots: (0..4).map(|_| Slot::default()).collect(),
+            plan: Some(Active {
+                id: 1,
+                fetches,
+                done: vec![false; plan.len()],
+                plan: Arc::new(plan),
+                cursor,
+            }),
+            ..State::default()
+        }
+    }
+
+    fn fetch(step: usize, shard: u32, earliest: usize) -> Fetch {
+        Fetch {
+            step,
+            shard,
+            earliest,
+        }
+    }
+
+    #[test]
+    fn the_next_candidate_is_the_first_fetch_from_the_cursor_still_to_do() {
+        let fetches = vec![fetch(0, 0, 0), fetch(1, 1, 0), fetch(2, 2, 1), fetch(3, 3, 2)];
+        let mut st = state(fetches, 1);
+        // Fetches for steps before the cursor are past.
+        assert_eq!(next_candidate(&st), Some((1, 1)));
+        // Mapped, under way, or failed ahead: the next one is taken.
+        st.slots[1].fetching = true;
+        assert_eq!(next_candidate(&st), Some((2, 2)));
+        st.slots[2].prefetch_failed = true;
+        // The fetch for step 3 may start only at step 2: not yet.
+        assert_eq!(next_candidate(&st), None);
+        if let Some(a) = st.plan.as_mut() {
+            a.cursor = 2;
+        }
+        assert_eq!(next_candidate(&st), Some((3, 3)));
+        // A step already done needs no fetch.
+        if let Some(a) = st.plan.as_mut() {
+            a.done[3] = true;
+        }
+        assert_eq!(next_candidate(&st), None);
+    }
+
+    #[test]
+    fn without_a_plan_there_is_nothing_to_fetch() {
+        let st = State {
+            slots: (0..2).map(|_| Slot::default()).collect(),
+            ..State::default()
+        };
+        assert_eq!(next_candidate(&st), None);
+    }
+}
