@@ -197,7 +197,12 @@ mod tests {
 
     #[test]
     fn the_next_candidate_is_the_first_fetch_from_the_cursor_still_to_do() {
-        let fetches = vec![fetch(0, 0, 0), fetch(1, 1, 0), fetch(2, 2, 1), fetch(3, 3, 2)];
+        let fetches = vec![
+            fetch(0, 0, 0),
+            fetch(1, 1, 0),
+            fetch(2, 2, 1),
+            fetch(3, 3, 2),
+        ];
         let mut st = state(fetches, 1);
         // Fetches for steps before the cursor are past.
         assert_eq!(next_candidate(&st), Some((1, 1)));
