@@ -136,7 +136,6 @@ fn literal(l: &Literal) -> (Typed, DataType) {
 
 /// The two operands of a binary operator, each cast to the common type
 /// `rule` gives (also returned); with none, the error `refused` words.
-#[allow(clippy::type_complexity)]
 fn operands(
     l: &Node,
     r: &Node,
