@@ -5,6 +5,9 @@
 //! batch (`views`), built by the reader's prefetch threads with the GIL
 //! released.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod batch;
 mod dataset;
 mod errors;

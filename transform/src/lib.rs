@@ -30,6 +30,8 @@
 //! [`export`] (the portable JSON export and its conformance cases); [`text`]
 //! and [`chat`] (tokenizers and chat templates of `tokenize` steps).
 #![warn(missing_docs)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod chain;
 pub mod chat;

@@ -1,5 +1,5 @@
 //! The shard cache directory on disk: file names, locks, and the usage
-//! scan. Policy (what to evict) lives in `shards.rs`; this module only
+//! scan. Policy (what to evict) lives in `shards/admit.rs`; this module only
 //! knows the protocol that lets several processes share the directory.
 //!
 //! - `<hash>.shard`: a verified shard. A process that maps it holds a

@@ -35,14 +35,24 @@
 //! describes: a checkpoint taken after any number of changes restores the
 //! same samples, and every sample from 0 on stays defined (a second pass over
 //! an epoch before the last change reads what the run read there).
+//!
+//! Here: the [`Mixture`] and its construction; [`schedule`]: weight
+//! schedules, their history and the interleave segments built from them;
+//! [`sample`]: which record each global sample reads, and the copy of a
+//! batch's samples.
 
 mod interleave;
+mod sample;
+mod schedule;
 
-use crate::dataset::{Dataset, gather_with};
+pub(crate) use sample::MixScratch;
+
+use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::layout::RecordLayout;
-use crate::order::{EpochOrder, SplitMix, mix};
-use interleave::{Child, Segment, build_tree};
+use crate::order::mix;
+use interleave::Segment;
+use schedule::{check_schedule, steps_from};
 use std::sync::Arc;
 
 /// One component of a mixture.
@@ -94,10 +104,6 @@ pub struct Mixture {
     segments: Vec<Segment>,
     layout: Arc<RecordLayout>,
 }
-
-/// Weights are turned into integers with this total, so the interleave is
-/// exact integer arithmetic on every platform.
-const WEIGHT_SCALE: f64 = (1u64 << 40) as f64;
 
 impl Mixture {
     /// A mixture of `components` with constant `weights` (one per component).
@@ -186,9 +192,10 @@ impl Mixture {
     pub fn anchored(&self, at: u64, counts: &[u64], schedule: &[WeightStep]) -> Result<Self> {
         self.check_counts(at, counts)?;
         check_schedule(schedule)?;
-        let last = self.history.last().expect("a mixture has a history");
-        let from = at.max(last.at);
-        if steps_from(schedule, from) == steps_from(&last.steps, from)
+        // Every mixture has a last change (its schedule at sample 0 at least).
+        let last_at = self.history.last().map_or(0, |c| c.at);
+        let from = at.max(last_at);
+        if steps_from(schedule, from) == steps_from(self.schedule(), from)
             && self.counts_at(at) == counts
         {
             return Ok(self.clone());
@@ -263,139 +270,9 @@ impl Mixture {
 
     /// The weight schedule in force from the last change on.
     pub fn schedule(&self) -> &[WeightStep] {
-        &self.history.last().expect("a mixture has a history").steps
+        // Every mixture has a last change (its schedule at sample 0 at least).
+        self.history.last().map_or(&[], |c| &c.steps)
     }
-
-    /// `counts` fit this mixture at sample `at`: one per component, adding
-    /// up to `at`.
-    fn check_counts(&self, at: u64, counts: &[u64]) -> Result<()> {
-        if counts.len() != self.components.len() {
-            return Err(Error::InvalidArgument(format!(
-                "mixture: {} counts for {} components",
-                counts.len(),
-                self.components.len()
-            )));
-        }
-        let taken: u128 = counts.iter().map(|&c| u128::from(c)).sum();
-        if taken != u128::from(at) {
-            return Err(Error::InvalidArgument(format!(
-                "mixture: component counts add up to {taken}, not to the position {at}"
-            )));
-        }
-        Ok(())
-    }
-
-    /// Rebuilds the segments from `history` (already checked for order and
-    /// counts): each change's steps, from its sample to the next change.
-    fn set_history(&mut self, history: Vec<ScheduleChange>) -> Result<()> {
-        let mut segments = Vec::new();
-        for (i, change) in history.iter().enumerate() {
-            let until = history.get(i + 1).map_or(u64::MAX, |c| c.at);
-            self.build_segments(change, until, &mut segments)?;
-        }
-        self.segments = segments;
-        self.history = history;
-        Ok(())
-    }
-
-    /// Appends the segments of `change` up to sample `until` (exclusive).
-    fn build_segments(
-        &self,
-        change: &ScheduleChange,
-        until: u64,
-        segments: &mut Vec<Segment>,
-    ) -> Result<()> {
-        let mut base = change.counts.clone();
-        for (i, step) in change.steps.iter().enumerate() {
-            // The step's weights are checked even when a later change
-            // leaves it no sample: a history is all valid or refused.
-            let ints = self.integer_weights(step)?;
-            let start = step.start.max(change.at);
-            let end = change
-                .steps
-                .get(i + 1)
-                .map_or(u64::MAX, |s| s.start)
-                .min(until);
-            if start >= end {
-                continue;
-            }
-            let mut nodes = Vec::new();
-            // Seeded by where the weights start to apply: the step's start,
-            // or the change's sample (what a resumed run has used from the
-            // start, so that saved runs keep their streams).
-            let mut rng = SplitMix(self.seed ^ mix(0x6d69_7874_7572_6573 ^ start));
-            build_tree(&ints, 0, ints.len(), &mut nodes, &mut rng);
-            let seg = Segment {
-                start,
-                end,
-                nodes,
-                base: base.clone(),
-            };
-            if end != u64::MAX {
-                let add = seg.local_counts(end - start, self.components.len());
-                for (b, a) in base.iter_mut().zip(add) {
-                    *b = b.checked_add(a).ok_or_else(|| {
-                        Error::InvalidArgument(format!(
-                            "mixture: a component's count passes 2^64 before sample {end}"
-                        ))
-                    })?;
-                }
-            }
-            segments.push(seg);
-        }
-        Ok(())
-    }
-
-    fn integer_weights(&self, step: &WeightStep) -> Result<Vec<u64>> {
-        let bad = |m: String| Error::InvalidArgument(format!("mixture: {m}"));
-        if step.weights.len() != self.components.len() {
-            return Err(bad(format!(
-                "the step at sample {} has {} weights for {} components",
-                step.start,
-                step.weights.len(),
-                self.components.len()
-            )));
-        }
-        for (c, &w) in self.components.iter().zip(&step.weights) {
-            if !w.is_finite() || w < 0.0 {
-                return Err(bad(format!(
-                    "weight of {:?} at sample {} is {w}; weights must be finite and >= 0",
-                    c.name, step.start
-                )));
-            }
-            if w > 0.0 && c.dataset.is_empty() {
-                return Err(bad(format!(
-                    "component {:?} has no records but weight {w} at sample {}",
-                    c.name, step.start
-                )));
-            }
-        }
-        let mut sum: f64 = step.weights.iter().sum();
-        if sum <= 0.0 {
-            return Err(bad(format!(
-                "the weights at sample {} are all zero",
-                step.start
-            )));
-        }
-        // Finite weights whose sum overflows (1e308 + 1e308) are scaled by
-        // the largest first; only then, so the shares of every other
-        // schedule stay bit for bit what they were.
-        let mut scale = 1.0;
-        if !sum.is_finite() {
-            scale = step.weights.iter().fold(0.0f64, |a, &w| a.max(w));
-            sum = step.weights.iter().map(|&w| w / scale).sum();
-        }
-        Ok(step
-            .weights
-            .iter()
-            .map(|&w| {
-                let i = (w / scale / sum * WEIGHT_SCALE).round() as u64;
-                // A positive weight never rounds to nothing.
-                if w > 0.0 { i.max(1) } else { 0 }
-            })
-            .collect())
-    }
-
     /// The components, in order.
     pub fn components(&self) -> &[MixComponent] {
         &self.components
@@ -424,227 +301,6 @@ impl Mixture {
     /// Bytes per record.
     pub fn stride(&self) -> usize {
         self.layout.stride as usize
-    }
-
-    /// The segment holding sample `g`: the segments cover `0..u64::MAX`
-    /// without gaps, from the history's first change at 0.
-    fn segment(&self, g: u64) -> &Segment {
-        let i = self.segments.partition_point(|s| s.end <= g);
-        &self.segments[i.min(self.segments.len() - 1)]
-    }
-
-    /// How many samples each component has contributed to global samples
-    /// `0..g`.
-    pub fn counts_at(&self, g: u64) -> Vec<u64> {
-        let seg = self.segment(g);
-        let local = seg.local_counts(g - seg.start, self.components.len());
-        seg.base.iter().zip(local).map(|(b, l)| b + l).collect()
-    }
-
-    /// Global sample `g` (below `u64::MAX`): its component and the record
-    /// index in it.
-    pub fn pick(&self, g: u64) -> (usize, u64) {
-        let mut cache = OrderCache::default();
-        let mut out = (0, 0);
-        self.for_each_pick(g..g.saturating_add(1), &mut cache, |_, c, i| out = (c, i));
-        out
-    }
-
-    /// Calls `sink(j, component, record)` for global sample `range.start + j`,
-    /// for every sample of `range` (in no particular order of `j`).
-    fn for_each_pick(
-        &self,
-        range: std::ops::Range<u64>,
-        cache: &mut OrderCache,
-        mut sink: impl FnMut(usize, usize, u64),
-    ) {
-        let mut g = range.start;
-        while g < range.end {
-            let seg = self.segment(g);
-            let stop = range.end.min(seg.end);
-            // Each node's state at the first sample: how many it has seen
-            // (x) and the running remainder of x * wl + u modulo total.
-            let x0 = g - seg.start;
-            let mut state = vec![(0u64, 0u64); seg.nodes.len()];
-            let mut counts = seg.base.clone();
-            if !seg.nodes.is_empty() {
-                seg.init(0, x0, &mut state, &mut counts);
-            } else {
-                counts[0] += x0;
-            }
-            // Route the run's samples down the tree level by level (each
-            // node's decisions are a branch-free running remainder), so each
-            // leaf gets its component's samples in order; then take each
-            // component's records for its run of consecutive samples in one
-            // call (vectorized orders).
-            let offset = (g - range.start) as usize;
-            let m = (stop - g) as usize;
-            cache.slots.clear();
-            cache.slots.extend(0..m as u32);
-            cache.leaves.resize_with(counts.len(), Vec::new);
-            for l in cache.leaves.iter_mut() {
-                l.clear();
-            }
-            let root = if seg.nodes.is_empty() {
-                Child::Leaf(0)
-            } else {
-                Child::Node(0)
-            };
-            seg.route(
-                root,
-                &cache.slots,
-                &mut state,
-                &mut cache.leaves,
-                &mut cache.halves,
-            );
-            for (c, leaf) in cache.leaves.iter().enumerate() {
-                if leaf.is_empty() {
-                    continue;
-                }
-                let run = &mut cache.run;
-                run.clear();
-                let k0 = counts[c];
-                self.records_of(c, k0..k0 + leaf.len() as u64, run, &mut cache.orders);
-                counts[c] += leaf.len() as u64;
-                for (&slot, &rec) in leaf.iter().zip(run.iter()) {
-                    sink(offset + slot as usize, c, rec);
-                }
-            }
-            g = stop;
-        }
-    }
-
-    /// Appends the records of component `c` at its samples `ks` (which may
-    /// span several of its epochs).
-    fn records_of(
-        &self,
-        c: usize,
-        ks: std::ops::Range<u64>,
-        out: &mut Vec<u64>,
-        orders: &mut OrderSlots,
-    ) {
-        let ds = &self.components[c].dataset;
-        let n = ds.len();
-        let mut k = ks.start;
-        while k < ks.end {
-            let (epoch, pos) = (k / n, k % n);
-            let take = (ks.end - k).min(n - pos);
-            if self.shuffle {
-                orders
-                    .get(c, epoch, || {
-                        EpochOrder::shuffled_as(ds.order_version(), n, self.seeds[c], epoch)
-                    })
-                    .extend_records(pos..pos + take, out);
-            } else {
-                out.extend(pos..pos + take);
-            }
-            k += take;
-        }
-    }
-
-    /// Copies global samples `range` into consecutive slots of `out`. Only
-    /// a component read through the shard cache can fail (a shard that
-    /// cannot be fetched).
-    pub(crate) fn fill(
-        &self,
-        range: std::ops::Range<u64>,
-        out: &mut [u8],
-        scratch: &mut MixScratch,
-    ) -> crate::error::Result<()> {
-        let n = (range.end - range.start) as usize;
-        if self.components.iter().all(|c| !c.dataset.is_cached()) {
-            // Locate every record first (address arithmetic only), so the
-            // gather loop is as short as a single set's.
-            let mut records: Vec<&[u8]> = vec![&[]; n];
-            self.for_each_pick(range, &mut scratch.orders, |j, c, i| {
-                records[j] = self.components[c].dataset.record_in_range(i);
-            });
-            gather_with(out, self.stride(), |j| records[j]);
-            return Ok(());
-        }
-        // Cached components: pin the shards this batch reads first.
-        let mut picks: Vec<(usize, u64)> = vec![(0, 0); n];
-        self.for_each_pick(range, &mut scratch.orders, |j, c, i| picks[j] = (c, i));
-        let mut pins = Vec::with_capacity(self.components.len());
-        for (c, comp) in self.components.iter().enumerate() {
-            let mine = picks.iter().filter(|p| p.0 == c).map(|p| p.1);
-            pins.push(comp.dataset.pin(mine, None)?);
-        }
-        gather_with(out, self.stride(), |j| {
-            let (c, i) = picks[j];
-            self.components[c]
-                .dataset
-                .record_pinned(pins[c].as_ref(), i)
-        });
-        Ok(())
-    }
-}
-
-/// A schedule starts at sample 0 with steps at increasing samples.
-fn check_schedule(schedule: &[WeightStep]) -> Result<()> {
-    let bad = |m: String| Error::InvalidArgument(format!("mixture: {m}"));
-    if schedule.first().is_none_or(|s| s.start != 0) {
-        return Err(bad("the weight schedule must start at sample 0".into()));
-    }
-    for w in schedule.windows(2) {
-        if w[1].start <= w[0].start {
-            return Err(bad(format!(
-                "weight steps must start at increasing samples ({} after {})",
-                w[1].start, w[0].start
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// The steps of `schedule` (increasing starts, the first at or before
-/// `from`) that apply from sample `from` on, the first moved to `from`.
-fn steps_from(schedule: &[WeightStep], from: u64) -> Vec<WeightStep> {
-    let first = schedule.partition_point(|s| s.start <= from).max(1) - 1;
-    let mut steps = schedule[first..].to_vec();
-    if let Some(s) = steps.first_mut() {
-        s.start = from;
-    }
-    steps
-}
-
-/// Per-thread buffers of a mixture loader.
-#[derive(Default)]
-pub(crate) struct MixScratch {
-    orders: OrderCache,
-}
-
-/// Per-thread state of building mixture batches.
-#[derive(Default)]
-struct OrderCache {
-    orders: OrderSlots,
-    /// The samples of the run being routed, numbered from 0.
-    slots: Vec<u32>,
-    /// Per tree node, the buffers its left and right shares are split into.
-    halves: Vec<(Vec<u32>, Vec<u32>)>,
-    /// Each component's slots in the run being built.
-    leaves: Vec<Vec<u32>>,
-    /// One component's records for its slots.
-    run: Vec<u64>,
-}
-
-/// The epoch orders in use, per component (building one can cost a table).
-#[derive(Default)]
-struct OrderSlots {
-    slots: Vec<Option<(u64, EpochOrder)>>,
-}
-
-impl OrderSlots {
-    #[inline]
-    fn get(&mut self, c: usize, epoch: u64, make: impl FnOnce() -> EpochOrder) -> &EpochOrder {
-        if self.slots.len() <= c {
-            self.slots.resize(c + 1, None);
-        }
-        let slot = &mut self.slots[c];
-        if slot.as_ref().is_some_and(|(e, _)| *e != epoch) {
-            *slot = None;
-        }
-        &slot.get_or_insert_with(|| (epoch, make())).1
     }
 }
 

@@ -1,22 +1,23 @@
-//! Typing and evaluating a [`Node`] over Arrow columns, with DataFusion's
-//! rules and Arrow's kernels: the operand types are coerced as DataFusion's
-//! type coercion does (`numerical_coercion`, `comparison_coercion`,
+//! Evaluating a typed [`super::parse::Node`] ([`super::compile`]) over
+//! Arrow columns, with DataFusion's rules and Arrow's kernels: the operand
+//! types are coerced as DataFusion's type coercion does
+//! ([`super::coerce`]: `numerical_coercion`, `comparison_coercion`,
 //! `string_coercion`), and each operator runs the kernel DataFusion's
 //! physical expression calls (`div`, `rem`, the `cmp` kernels, Kleene
 //! `AND`/`OR`, `concat_elements_dyn`, casts with `safe: false`), except that
 //! integer `+ - *` fail on overflow, as the compiler's session makes them
-//! (its `CheckedArithmetic` rule) instead of wrapping. Type combinations outside these rules are refused when
-//! the expression is compiled, never evaluated differently.
+//! (its `CheckedArithmetic` rule) instead of wrapping. Type combinations
+//! outside these rules are refused when the expression is compiled, never
+//! evaluated differently.
 
-use super::parse::{Arith, Cmp, Literal, Node};
+use super::coerce::is_string;
+use super::compile::{Compiled, Typed};
+use super::parse::{Arith, Cmp};
 use arrow_array::cast::AsArray;
-use arrow_array::{
-    Array, ArrayRef, BooleanArray, Float64Array, Int64Array, NullArray, RecordBatch, Scalar,
-    StringArray, UInt32Array, UInt64Array,
-};
+use arrow_array::{Array, ArrayRef, RecordBatch, Scalar, UInt32Array};
+use arrow_cast::CastOptions;
+use arrow_cast::cast_with_options;
 use arrow_cast::display::{DurationFormat, FormatOptions};
-use arrow_cast::{CastOptions, can_cast_types, cast_with_options};
-use arrow_schema::{DataType, Schema};
 use std::sync::Arc;
 
 /// DataFusion's cast options: errors instead of nulls, durations written out.
@@ -24,30 +25,6 @@ pub const CAST_OPTIONS: CastOptions<'static> = CastOptions {
     safe: false,
     format_options: FormatOptions::new().with_duration_format(DurationFormat::Pretty),
 };
-
-/// A typed expression, ready to evaluate over batches of one schema.
-#[derive(Clone, Debug)]
-pub struct Compiled {
-    root: Typed,
-    /// The result's type.
-    pub data_type: DataType,
-}
-
-#[derive(Clone, Debug)]
-enum Typed {
-    Column(usize),
-    Literal(ArrayRef),
-    Cast(Box<Typed>, DataType),
-    Arith(Arith, Box<Typed>, Box<Typed>),
-    Cmp(Cmp, Box<Typed>, Box<Typed>),
-    And(Box<Typed>, Box<Typed>),
-    Or(Box<Typed>, Box<Typed>),
-    Not(Box<Typed>),
-    Neg(Box<Typed>),
-    IsNull(Box<Typed>, bool),
-    Concat(Box<Typed>, Box<Typed>),
-    Coalesce(Vec<Typed>),
-}
 
 /// A value during evaluation: a column, or one value for every row.
 enum Value {
@@ -82,281 +59,6 @@ impl Value {
             Value::Array(a) | Value::Scalar(a) => a,
         }
     }
-}
-
-/// True for the string types, which hold the same values whichever one it is.
-pub fn is_string(t: &DataType) -> bool {
-    matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
-}
-
-fn is_number(t: &DataType) -> bool {
-    use DataType::*;
-    matches!(
-        t,
-        Int8 | Int16
-            | Int32
-            | Int64
-            | UInt8
-            | UInt16
-            | UInt32
-            | UInt64
-            | Float16
-            | Float32
-            | Float64
-    )
-}
-
-/// DataFusion's `numerical_coercion` for two number types, without the
-/// decimal result it gives for UInt64 with a signed type.
-fn numeric_common(l: &DataType, r: &DataType) -> Option<DataType> {
-    use DataType::*;
-    if l == r {
-        return Some(l.clone());
-    }
-    Some(match (l, r) {
-        (Float64, _) | (_, Float64) => Float64,
-        (_, Float32) | (Float32, _) => Float32,
-        (_, Float16) | (Float16, _) => Float16,
-        (UInt64, Int64 | Int32 | Int16 | Int8) | (Int64 | Int32 | Int16 | Int8, UInt64) => {
-            return None;
-        }
-        (UInt64, _) | (_, UInt64) => UInt64,
-        (Int64, _)
-        | (_, Int64)
-        | (UInt32, Int32 | Int16 | Int8)
-        | (Int32 | Int16 | Int8, UInt32) => Int64,
-        (UInt32, _) | (_, UInt32) => UInt32,
-        (Int32, _) | (_, Int32) | (UInt16, Int16 | Int8) | (Int16 | Int8, UInt16) => Int32,
-        (UInt16, _) | (_, UInt16) => UInt16,
-        (Int16, _) | (_, Int16) | (Int8, UInt8) | (UInt8, Int8) => Int16,
-        (Int8, _) | (_, Int8) => Int8,
-        (UInt8, _) | (_, UInt8) => UInt8,
-        _ => return None,
-    })
-}
-
-/// DataFusion's `string_coercion`.
-fn string_common(l: &DataType, r: &DataType) -> Option<DataType> {
-    use DataType::*;
-    match (l, r) {
-        (Utf8View, Utf8View | Utf8 | LargeUtf8) | (Utf8 | LargeUtf8, Utf8View) => Some(Utf8View),
-        (LargeUtf8, Utf8 | LargeUtf8) | (Utf8, LargeUtf8) => Some(LargeUtf8),
-        (Utf8, Utf8) => Some(Utf8),
-        _ => None,
-    }
-}
-
-/// The common type of an arithmetic operation's operands.
-fn arith_type(l: &DataType, r: &DataType) -> Option<DataType> {
-    match (l, r) {
-        (DataType::Null, t) | (t, DataType::Null) if is_number(t) => Some(t.clone()),
-        (l, r) if is_number(l) && is_number(r) => numeric_common(l, r),
-        _ => None,
-    }
-}
-
-/// The common type of a comparison's operands (`comparison_coercion`).
-fn cmp_type(l: &DataType, r: &DataType) -> Option<DataType> {
-    use DataType::*;
-    let comparable = |t: &DataType| {
-        is_number(t)
-            || is_string(t)
-            || matches!(
-                t,
-                Boolean | Date32 | Date64 | Timestamp(..) | Binary | LargeBinary
-            )
-    };
-    if l == r && comparable(l) {
-        return Some(l.clone());
-    }
-    if is_number(l) && is_number(r) {
-        return numeric_common(l, r);
-    }
-    if let Some(t) = string_common(l, r) {
-        return Some(t);
-    }
-    match (l, r) {
-        (Null, t) | (t, Null) if comparable(t) => Some(t.clone()),
-        (n, s) | (s, n) if is_number(n) && is_string(s) => Some(n.clone()),
-        _ => None,
-    }
-}
-
-/// The common type of `||`'s operands (`string_concat_coercion`): strings
-/// coerce as strings; another type that casts to the string side's type
-/// becomes that type.
-fn concat_type(l: &DataType, r: &DataType) -> Option<DataType> {
-    use DataType::*;
-    if let Some(t) = string_common(l, r) {
-        return Some(t);
-    }
-    [Utf8View, Utf8, LargeUtf8]
-        .into_iter()
-        .find(|s| *l == *s && can_cast_types(r, s) || *r == *s && can_cast_types(l, s))
-}
-
-/// The common type of `COALESCE`'s arguments, as DataFusion's
-/// `type_union_resolution` finds it for numbers and strings (nulls take the
-/// others' type; all nulls are text); arguments all of one type keep it. Any
-/// other mix (a number with a string, `UInt64` with a signed type, which
-/// DataFusion makes a decimal) is refused.
-fn coalesce_type(types: &[DataType]) -> Option<DataType> {
-    let first = types.first()?;
-    if types.iter().all(|t| t == first) {
-        return Some(if *first == DataType::Null {
-            DataType::Utf8View
-        } else {
-            first.clone()
-        });
-    }
-    let mut known = types.iter().filter(|t| **t != DataType::Null);
-    let mut common = known.next()?.clone();
-    for t in known {
-        common = if is_number(&common) && is_number(t) {
-            numeric_common(&common, t)?
-        } else {
-            string_common(&common, t)?
-        };
-    }
-    Some(common)
-}
-
-/// Compiles `node` for batches of `schema`. An error says why the
-/// expression cannot be evaluated here (a missing column, a type
-/// combination outside the rules above).
-pub fn compile(node: &Node, schema: &Schema) -> Result<Compiled, String> {
-    let (root, data_type) = typed(node, schema)?;
-    Ok(Compiled { root, data_type })
-}
-
-fn cast_to(t: Typed, from: &DataType, to: &DataType) -> Typed {
-    if from == to {
-        t
-    } else {
-        Typed::Cast(Box::new(t), to.clone())
-    }
-}
-
-fn typed(node: &Node, schema: &Schema) -> Result<(Typed, DataType), String> {
-    Ok(match node {
-        Node::Column(name) => {
-            let (i, f) = schema
-                .column_with_name(name)
-                .ok_or_else(|| format!("no column named {name:?}"))?;
-            (Typed::Column(i), f.data_type().clone())
-        }
-        Node::Literal(l) => {
-            let arr: ArrayRef = match l {
-                Literal::Null => Arc::new(NullArray::new(1)),
-                Literal::Bool(b) => Arc::new(BooleanArray::from(vec![*b])),
-                Literal::Int64(n) => Arc::new(Int64Array::from(vec![*n])),
-                Literal::UInt64(n) => Arc::new(UInt64Array::from(vec![*n])),
-                Literal::Float64(x) => Arc::new(Float64Array::from(vec![*x])),
-                Literal::Utf8(s) => Arc::new(StringArray::from(vec![s.as_str()])),
-            };
-            let t = arr.data_type().clone();
-            (Typed::Literal(arr), t)
-        }
-        Node::Cast(inner, to) => {
-            let (t, from) = typed(inner, schema)?;
-            if !can_cast_types(&from, to) {
-                return Err(format!("CAST from {from} to {to}"));
-            }
-            (cast_to(t, &from, to), to.clone())
-        }
-        Node::Arith(op, l, r) => {
-            let ((lt, lty), (rt, rty)) = (typed(l, schema)?, typed(r, schema)?);
-            let common =
-                arith_type(&lty, &rty).ok_or_else(|| format!("arithmetic on {lty} and {rty}"))?;
-            (
-                Typed::Arith(
-                    *op,
-                    Box::new(cast_to(lt, &lty, &common)),
-                    Box::new(cast_to(rt, &rty, &common)),
-                ),
-                common,
-            )
-        }
-        Node::Cmp(op, l, r) => {
-            let ((lt, lty), (rt, rty)) = (typed(l, schema)?, typed(r, schema)?);
-            let common =
-                cmp_type(&lty, &rty).ok_or_else(|| format!("comparing {lty} with {rty}"))?;
-            (
-                Typed::Cmp(
-                    *op,
-                    Box::new(cast_to(lt, &lty, &common)),
-                    Box::new(cast_to(rt, &rty, &common)),
-                ),
-                DataType::Boolean,
-            )
-        }
-        Node::And(l, r) | Node::Or(l, r) => {
-            let ((lt, lty), (rt, rty)) = (typed(l, schema)?, typed(r, schema)?);
-            let ok = |t: &DataType| matches!(t, DataType::Boolean | DataType::Null);
-            if !ok(&lty) || !ok(&rty) {
-                return Err(format!("AND/OR on {lty} and {rty}"));
-            }
-            let (l, r) = (
-                Box::new(cast_to(lt, &lty, &DataType::Boolean)),
-                Box::new(cast_to(rt, &rty, &DataType::Boolean)),
-            );
-            let t = if matches!(node, Node::And(..)) {
-                Typed::And(l, r)
-            } else {
-                Typed::Or(l, r)
-            };
-            (t, DataType::Boolean)
-        }
-        Node::Not(inner) => {
-            let (t, ty) = typed(inner, schema)?;
-            if !matches!(ty, DataType::Boolean | DataType::Null) {
-                return Err(format!("NOT on {ty}"));
-            }
-            (
-                Typed::Not(Box::new(cast_to(t, &ty, &DataType::Boolean))),
-                DataType::Boolean,
-            )
-        }
-        Node::Neg(inner) => {
-            let (t, ty) = typed(inner, schema)?;
-            if !is_number(&ty) {
-                return Err(format!("negating {ty}"));
-            }
-            (Typed::Neg(Box::new(t)), ty)
-        }
-        Node::IsNull(inner, negated) => {
-            let (t, _) = typed(inner, schema)?;
-            (Typed::IsNull(Box::new(t), *negated), DataType::Boolean)
-        }
-        Node::Concat(l, r) => {
-            let ((lt, lty), (rt, rty)) = (typed(l, schema)?, typed(r, schema)?);
-            let common =
-                concat_type(&lty, &rty).ok_or_else(|| format!("concatenating {lty} and {rty}"))?;
-            (
-                Typed::Concat(
-                    Box::new(cast_to(lt, &lty, &common)),
-                    Box::new(cast_to(rt, &rty, &common)),
-                ),
-                common,
-            )
-        }
-        Node::Coalesce(args) => {
-            let typed_args = args
-                .iter()
-                .map(|a| typed(a, schema))
-                .collect::<Result<Vec<_>, _>>()?;
-            let types: Vec<DataType> = typed_args.iter().map(|(_, t)| t.clone()).collect();
-            let common = coalesce_type(&types).ok_or_else(|| {
-                let names: Vec<String> = types.iter().map(ToString::to_string).collect();
-                format!("COALESCE of {}", names.join(", "))
-            })?;
-            let args = typed_args
-                .into_iter()
-                .map(|(t, ty)| cast_to(t, &ty, &common))
-                .collect();
-            (Typed::Coalesce(args), common)
-        }
-    })
 }
 
 impl Compiled {
@@ -522,10 +224,13 @@ fn datum(v: &Value) -> Box<dyn arrow_array::Datum + '_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::compile::compile;
     use super::super::parse::{Parsed, parse};
     use super::*;
     use arrow_array::{Float32Array, Int32Array};
+    use arrow_array::{Float64Array, StringArray};
     use arrow_schema::Field;
+    use arrow_schema::{DataType, Schema};
 
     fn eval_sql(sql: &str, batch: &RecordBatch) -> Result<ArrayRef, String> {
         let Parsed::Native(node) = parse(sql)? else {

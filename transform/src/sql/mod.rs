@@ -5,10 +5,14 @@
 //! Other expressions are reported as unsupported, naming the construct; the
 //! serving transform then hands them to a [`SqlEngine`] if it has one.
 
+mod coerce;
+mod compile;
 mod eval;
 mod parse;
 
-pub use eval::{CAST_OPTIONS, Compiled, compile, is_string};
+pub use coerce::is_string;
+pub use compile::{Compiled, compile};
+pub use eval::CAST_OPTIONS;
 pub use parse::{Arith, Cmp, Literal, Node, Parsed, parse};
 
 use arrow_array::RecordBatch;
