@@ -3,8 +3,8 @@
 //! artifact out of the cache into a directory of one's choosing (`tessera
 //! build -o DIR`).
 
-use crate::build::BuildError;
 use crate::cache::{Cache, CacheEntry};
+use crate::error::BuildError;
 use std::path::{Path, PathBuf};
 use tessera_reader::durable::{TempPath, remove_all, sync_file, temp_sibling};
 
@@ -89,7 +89,7 @@ fn from_spec(spec: &Path, cache_dir: Option<&Path>) -> Result<PathBuf, BuildErro
 /// an earlier export; anything else already at `dest` is left alone and is an
 /// error.
 pub fn export(src: &Path, dest: &Path) -> Result<(), BuildError> {
-    let io = |what: &Path, e: std::io::Error| BuildError::Other(format!("{}: {e}", what.display()));
+    let io = |what: &Path, e: std::io::Error| BuildError::io(what, e);
     if dest.exists() {
         let ours = dest.join("manifest.json").is_file();
         let empty = dest.is_dir()
@@ -152,8 +152,7 @@ fn sidecars(src: &Path) -> Result<Vec<String>, BuildError> {
     let shards: std::collections::HashSet<&str> =
         manifest.shards.iter().map(|s| s.file.as_str()).collect();
     let mut out = Vec::new();
-    let rd =
-        std::fs::read_dir(src).map_err(|e| BuildError::Other(format!("{}: {e}", src.display())))?;
+    let rd = std::fs::read_dir(src).map_err(|e| BuildError::io(src, e))?;
     for entry in rd.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if name != "manifest.json"
@@ -170,7 +169,6 @@ fn sidecars(src: &Path) -> Result<Vec<String>, BuildError> {
 
 fn read_manifest(dir: &Path) -> Result<tessera_reader::Manifest, BuildError> {
     let path = dir.join("manifest.json");
-    let bytes =
-        std::fs::read(&path).map_err(|e| BuildError::Other(format!("{}: {e}", path.display())))?;
+    let bytes = std::fs::read(&path).map_err(|e| BuildError::io(&path, e))?;
     Ok(tessera_reader::Manifest::parse(&bytes, &path)?)
 }

@@ -2,7 +2,7 @@
 //! zstd }`): each shard file written by the build is replaced by its zstd
 //! form (format version 2), in parallel, before the artifact is published.
 
-use crate::build::BuildError;
+use crate::error::BuildError;
 use rayon::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -23,6 +23,7 @@ pub mod build;
 pub mod cache;
 pub mod compress;
 pub mod contact;
+pub mod error;
 pub mod exact;
 pub mod fault;
 pub mod fingerprint;

@@ -2,7 +2,7 @@
 //! store, through the reader crate's uploader (shards first, the manifest
 //! last with a create-only put).
 
-use crate::build::BuildError;
+use crate::error::BuildError;
 use std::path::Path;
 use tessera_reader::remote::{PushOptions, PushReport};
 

@@ -3,7 +3,7 @@
 //! (the serving path's); the command adds files and an embedded DataFusion
 //! session for the SQL that crate does not evaluate.
 
-use crate::build::BuildError;
+use crate::error::BuildError;
 use crate::plan::engine::DataFusionEngine;
 use crate::spec::CsvOptions;
 use serde::Serialize;
@@ -80,8 +80,7 @@ pub fn open(dir: &Path) -> Result<Transform, BuildError> {
 /// otherwise the defaults (a comma, a header, empty fields null).
 pub fn input_csv_options(artifact: &Path) -> Result<CsvOptions, BuildError> {
     let path = artifact.join(tessera_reader::MANIFEST_FILE);
-    let bytes =
-        std::fs::read(&path).map_err(|e| BuildError::Other(format!("{}: {e}", path.display())))?;
+    let bytes = std::fs::read(&path).map_err(|e| BuildError::io(&path, e))?;
     let manifest = tessera_reader::Manifest::parse(&bytes, &path)?;
     let sources = manifest.spec.get("sources").and_then(|s| s.as_array());
     let mut found: Vec<CsvOptions> = Vec::new();
@@ -149,7 +148,7 @@ pub fn transform_file(
     let fail = |e: tessera_transform::TransformError| {
         BuildError::Other(format!("{}: {e}", input.display()))
     };
-    let io = |e: std::io::Error| BuildError::Other(format!("{}: {e}", output.display()));
+    let io = |e: std::io::Error| BuildError::io(output, e);
     let (mut rows_in, mut rows_out) = (0u64, 0u64);
     match format {
         OutputFormat::Records => {
@@ -241,7 +240,7 @@ pub fn export(
     };
     let list = export::conformance(&t, cases, file_rows.as_ref())
         .map_err(|e| BuildError::Other(format!("{}: {e}", artifact.display())))?;
-    let io = |p: &Path, e: std::io::Error| BuildError::Other(format!("{}: {e}", p.display()));
+    let io = |p: &Path, e: std::io::Error| BuildError::io(p, e);
     std::fs::create_dir_all(out).map_err(|e| io(out, e))?;
     let write = |name: &str, bytes: &[u8]| -> Result<(), BuildError> {
         let p = out.join(name);

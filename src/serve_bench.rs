@@ -4,7 +4,7 @@
 //! DataFusion unless a field's SQL needs it; then the embedded session of
 //! `tessera transform` evaluates those fields, and the report names them.
 
-use crate::build::BuildError;
+use crate::error::BuildError;
 use serde::Serialize;
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -1,25 +1,15 @@
 //! Build errors pointed at the spec: the key and line a failure concerns,
-//! and DataFusion's wording in the spec's terms.
+//! found from the typed query errors (`plan::PlanError`).
 
 use super::BuildError;
 use crate::spec::Spec;
 
-/// DataFusion's wording, in the spec's terms: no `__input.` qualifiers (the
-/// query's output is what fields read), no advice about DataFusion settings,
-/// one line.
+/// A message in the spec's terms: no `__input.` qualifiers (the query's
+/// output is what fields read), no error-kind prefix, one line. (A missing
+/// column's message is composed from the typed error, see
+/// `plan::PlanError::MissingColumn`.)
 fn in_user_terms(msg: &str) -> String {
-    let mut out = msg.replace("'__input.", "'").replace("__input.", "");
-    if let Some(start) = out.find("Column names are case sensitive.") {
-        let end = out[start..]
-            .find("configuration.")
-            .map_or(out.len(), |i| start + i + "configuration.".len());
-        out.replace_range(
-            start..end,
-            "Names are case-sensitive: write a column as the data spells it; in SQL (expr, \
-             filter, query), unquoted names are folded to lower case, so quote them (\"Carat\").",
-        );
-    }
-    out = out.replace("Valid fields are ", "The query's columns are: ");
+    let out = msg.replace("'__input.", "'").replace("__input.", "");
     out.replace("Schema error: ", "")
         .replace("Execution error: ", "")
         .lines()
@@ -29,67 +19,53 @@ fn in_user_terms(msg: &str) -> String {
         .join(" ")
 }
 
-/// Points a query error at the spec key that names the missing column, when
-/// DataFusion reports one ("No field named x"), so the message carries the
-/// spec file, the key path and the line; otherwise prefixes the spec file.
+/// Points a query error at the spec key it concerns, by its kind: a value
+/// that fails in a field's input or the split key (a checked operation), a
+/// missing column named by a `column:` or by SQL, an encode or source error
+/// with its key; otherwise prefixes the spec file.
 pub(super) fn locate(spec: &Spec, e: crate::plan::PlanError) -> BuildError {
+    use crate::plan::PlanError;
     match &e {
-        crate::plan::PlanError::Encode { key: Some(key), .. }
-        | crate::plan::PlanError::Source { key, .. } => {
+        PlanError::Encode { key: Some(key), .. } | PlanError::Source { key, .. } => {
             return BuildError::Spec(spec.error_at(key, e.to_string()));
         }
-        crate::plan::PlanError::Spec { key, message } => {
+        PlanError::Spec { key, message } => {
             return BuildError::Spec(spec.error_at(key, in_user_terms(message)));
+        }
+        PlanError::Checked {
+            context,
+            column: Some(column),
+            what,
+            detail,
+        } => {
+            let at = if column == "__split" {
+                Some(("split.key".to_string(), "the key"))
+            } else {
+                column
+                    .strip_prefix("__f")
+                    .and_then(|i| i.parse::<usize>().ok())
+                    .and_then(|i| spec.fields.get(i))
+                    .map(|f| (format!("fields.{}", f.name), "the field's input"))
+            };
+            if let Some((key, place)) = at {
+                let message = format!("{context}: {what} in {place}{detail}");
+                return BuildError::Spec(spec.error_at(&key, message));
+            }
+        }
+        PlanError::MissingColumn {
+            column, message, ..
+        } => {
+            if let Some(key) = key_naming(spec, column, crate::plan::needs_quotes(column)) {
+                return BuildError::Spec(spec.error_at(&key, message.clone()));
+            }
         }
         _ => {}
     }
-    let msg = in_user_terms(&e.to_string());
-    // Overflow, division by zero and failed casts (see plan::checked) name
-    // the pass column of the field or split key they happen in.
-    if let Some(rest) = msg.split(" in __f").nth(1) {
-        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-        if let Some(f) = digits
-            .parse::<usize>()
-            .ok()
-            .and_then(|i| spec.fields.get(i))
-        {
-            let msg = msg.replace(&format!(" in __f{digits}"), " in the field's input");
-            return BuildError::Spec(spec.error_at(&format!("fields.{}", f.name), msg));
-        }
-    }
-    if msg.contains(" in __split") {
-        return BuildError::Spec(
-            spec.error_at("split.key", msg.replace(" in __split", " in the key")),
-        );
-    }
-    if let Some((name, quoted)) = missing_column(&msg)
-        && let Some(key) = key_naming(spec, &name, quoted)
-    {
-        return BuildError::Spec(spec.error_at(&key, msg));
-    }
-    BuildError::Other(format!("{}: {msg}", spec.path.display()))
-}
-
-/// The column DataFusion reports missing ("No field named ..."), and whether
-/// it was quoted (so spelled exactly) or not (so folded to lower case).
-fn missing_column(msg: &str) -> Option<(String, bool)> {
-    let rest = msg.split("No field named ").nth(1)?;
-    let rest = rest.trim_start_matches("__input.");
-    if let Some(q) = rest.strip_prefix('"') {
-        let end = q.find('"')?;
-        return Some((q[..end].to_string(), true));
-    }
-    let token: String = rest
-        .chars()
-        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '.')
-        .collect();
-    let token = token
-        .trim_end_matches('.')
-        .rsplit('.')
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    (!token.is_empty()).then_some((token, false))
+    BuildError::Other(format!(
+        "{}: {}",
+        spec.path.display(),
+        in_user_terms(&e.to_string())
+    ))
 }
 
 /// The spec key whose SQL or column names `name`: a `column:`/`columns:`
@@ -162,15 +138,14 @@ mod tests {
     #[test]
     fn missing_columns_point_at_the_key_that_names_them() {
         let s = spec();
-        let quoted = "planning the query: No field named \"Culmen Dept (mm)\". Did you mean 'Culmen Depth (mm)'?";
-        let (name, q) = missing_column(quoted).expect("name");
-        assert_eq!((name.as_str(), q), ("Culmen Dept (mm)", true));
-        assert_eq!(key_naming(&s, &name, q).as_deref(), Some("fields.m"));
-        // An unquoted `Island` in an expr is folded to `island`: the expr
-        // names it, not the field whose column is `island`.
-        let folded = "planning the query: No field named sex. The query's columns are: island.";
-        let (name, q) = missing_column(folded).expect("name");
-        assert_eq!(key_naming(&s, &name, q).as_deref(), Some("fields.pair"));
+        // Quoted in SQL (not a lower-case identifier): spelled exactly.
+        let name = "Culmen Dept (mm)";
+        assert!(crate::plan::needs_quotes(name));
+        assert_eq!(key_naming(&s, name, true).as_deref(), Some("fields.m"));
+        // An unquoted `Sex` in an expr is folded to `sex`: the expr names
+        // it, not the field whose column is `island`.
+        assert!(!crate::plan::needs_quotes("sex"));
+        assert_eq!(key_naming(&s, "sex", false).as_deref(), Some("fields.pair"));
         assert!(has_word("a + sex", "sex"));
         assert!(!has_word("a + sexes", "sex"));
     }

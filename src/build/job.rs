@@ -52,8 +52,7 @@ impl Job<'_> {
     ) -> Result<(Manifest, Built), BuildError> {
         let spec = self.spec;
         let work = staging.join("work");
-        std::fs::create_dir_all(&work)
-            .map_err(|e| BuildError::Other(format!("{}: {e}", work.display())))?;
+        std::fs::create_dir_all(&work).map_err(|e| BuildError::io(&work, e))?;
         let t = Instant::now();
         let layout = layout_of(spec)?;
         let planner = Planner::new(
@@ -83,8 +82,7 @@ impl Job<'_> {
         // area first: what the commit publishes is made from them.
         let encode_dir = if spec.order.shuffle_seed.is_some() || spec.pack.is_some() {
             let d = work.join("unshuffled");
-            std::fs::create_dir_all(&d)
-                .map_err(|e| BuildError::Other(format!("{}: {e}", d.display())))?;
+            std::fs::create_dir_all(&d).map_err(|e| BuildError::io(&d, e))?;
             d
         } else {
             staging.to_path_buf()
@@ -136,8 +134,7 @@ impl Job<'_> {
         };
         let out = commit.assemble(outputs, &encode_dir, staging)?;
         seconds.insert("commit".to_string(), t.elapsed().as_secs_f64());
-        std::fs::remove_dir_all(&work)
-            .map_err(|e| BuildError::Other(format!("{}: {e}", work.display())))?;
+        std::fs::remove_dir_all(&work).map_err(|e| BuildError::io(&work, e))?;
         Ok(out)
     }
 }

@@ -17,6 +17,7 @@ mod resources;
 mod tasks;
 mod work_store;
 
+pub use crate::error::BuildError;
 pub use job::VOCAB_INLINE;
 pub use pipeline::{Task, TaskKind};
 pub use resources::{
@@ -130,29 +131,6 @@ impl IndexedRows {
     pub fn get(&self, name: &str) -> Option<u64> {
         self.0.iter().find(|(n, _)| n == name).map(|(_, r)| *r)
     }
-}
-
-/// A build failure, with the spec, input, or file it concerns.
-#[derive(Debug, thiserror::Error)]
-pub enum BuildError {
-    /// The spec is invalid, or a value in the data does not fit it.
-    #[error(transparent)]
-    Spec(#[from] crate::spec::SpecError),
-    /// Hashing the inputs failed.
-    #[error(transparent)]
-    Fingerprint(#[from] fingerprint::FingerprintError),
-    /// The cache could not be used.
-    #[error(transparent)]
-    Cache(#[from] crate::cache::CacheError),
-    /// Planning, running or encoding failed.
-    #[error(transparent)]
-    Plan(#[from] crate::plan::PlanError),
-    /// The format crate rejected something.
-    #[error(transparent)]
-    Format(#[from] tessera_reader::Error),
-    /// Anything else, with context.
-    #[error("{0}")]
-    Other(String),
 }
 
 /// The record layout a spec produces.

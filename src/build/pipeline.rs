@@ -204,7 +204,7 @@ impl ShardDir {
 }
 
 pub(super) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BuildError + '_ {
-    move |e| BuildError::Other(format!("{}: {e}", path.display()))
+    move |e| BuildError::io(path, e)
 }
 
 /// What a global task hands to the commit.

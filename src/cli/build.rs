@@ -79,7 +79,10 @@ pub fn run(a: BuildArgs) -> Result<()> {
 /// write failed, followed by what to do.
 fn disk_full_hint(e: tessera::BuildError) -> anyhow::Error {
     let msg = e.to_string();
-    if msg.contains("No space left on device") && !msg.contains("nothing was published") {
+    // By kind where the error kept the system's error; by the system's words
+    // where a layer below (DataFusion's writers) only kept its message.
+    let full = e.is_disk_full() || msg.contains("No space left on device");
+    if full && !msg.contains("nothing was published") {
         anyhow::anyhow!(
             "{msg}; the disk is full and nothing was published (free space, or point \
              --cache-dir or TESSERA_CACHE_DIR at a larger disk)"

@@ -144,36 +144,65 @@ impl Checked {
         }
     }
 
-    fn place(&self) -> String {
-        self.label
-            .as_deref()
-            .map(|l| format!(" in {l}"))
-            .unwrap_or_default()
-    }
-
     fn error(&self, e: datafusion::arrow::error::ArrowError, input: &DataType) -> DataFusionError {
-        let text = e.to_string();
-        let message = match &self.op {
-            Op::Div | Op::Rem if text.contains("Divide by zero") => {
-                format!("division by zero{}", self.place())
+        use datafusion::arrow::error::ArrowError;
+        // Arrow's own message without its kind's prefix.
+        let text = match &e {
+            ArrowError::CastError(m) | ArrowError::ArithmeticOverflow(m) => m.clone(),
+            other => other.to_string(),
+        };
+        let (what, detail) = match &self.op {
+            Op::Div | Op::Rem if matches!(e, ArrowError::DivideByZero) => {
+                ("division by zero", String::new())
             }
-            Op::Cast(to) => format!(
-                "{}{}: {} (use TRY_CAST to get a null instead, with fill_null on the field)",
+            Op::Cast(to) => (
                 "cast failed",
-                self.place(),
-                text.trim_start_matches("Cast error: ")
-                    .replace(&format!("value of {to} type"), &format!("{to}")),
+                format!(
+                    ": {} (use TRY_CAST to get a null instead, with fill_null on the field)",
+                    text.replace(&format!("value of {to} type"), &format!("{to}")),
+                ),
             ),
-            _ => format!(
-                "integer overflow{}: {} (the result does not fit {input}; CAST to a wider type \
-                 or to DOUBLE first)",
-                self.place(),
-                text.trim_start_matches("Arithmetic overflow: "),
+            _ => (
+                "integer overflow",
+                format!(
+                    ": {text} (the result does not fit {input}; CAST to a wider type or to DOUBLE \
+                     first)",
+                ),
             ),
         };
-        DataFusionError::Execution(message)
+        DataFusionError::External(Box::new(CheckedError {
+            column: self.label.clone(),
+            what,
+            detail,
+        }))
     }
 }
+
+/// A checked operation that failed: what happened, in which pass column.
+/// The build turns the column into the spec key it computes.
+#[derive(Debug)]
+pub struct CheckedError {
+    /// The pass column (`__f3`: the fourth field's input; `__split`: the
+    /// split key), if the expression computes one.
+    pub column: Option<String>,
+    /// `integer overflow`, `division by zero`, `cast failed`.
+    pub what: &'static str,
+    /// The rest of the message (`: ...`), or nothing.
+    pub detail: String,
+}
+
+impl std::fmt::Display for CheckedError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let place = self
+            .column
+            .as_deref()
+            .map(|c| format!(" in {c}"))
+            .unwrap_or_default();
+        write!(f, "{}{place}{}", self.what, self.detail)
+    }
+}
+
+impl std::error::Error for CheckedError {}
 
 impl ScalarUDFImpl for Checked {
     fn name(&self) -> &str {

@@ -80,7 +80,7 @@ pub(super) fn volatile(plan: &LogicalPlan) -> Option<String> {
 async fn verdict(ctx: &SessionContext, sql: &str) -> Option<Verdict> {
     let df = match ctx.sql(sql).await {
         Ok(df) => df,
-        Err(e) => return Some(Verdict::Fails(e.to_string())),
+        Err(e) => return Some(Verdict::Fails(super::datafusion_message(e))),
     };
     let logical = df.logical_plan().clone();
     if let Some(v) = volatile(&logical) {
@@ -89,11 +89,11 @@ async fn verdict(ctx: &SessionContext, sql: &str) -> Option<Verdict> {
     let state = ctx.state();
     let optimized = match state.optimize(&logical) {
         Ok(p) => p,
-        Err(e) => return Some(Verdict::Fails(e.to_string())),
+        Err(e) => return Some(Verdict::Fails(super::datafusion_message(e))),
     };
     match state.create_physical_plan(&optimized).await {
         Ok(_) => None,
-        Err(e) => Some(Verdict::Fails(e.to_string())),
+        Err(e) => Some(Verdict::Fails(super::datafusion_message(e))),
     }
 }
 

@@ -358,18 +358,3 @@ pub fn collect_metrics(plan: &dyn ExecutionPlan) -> ScanMetrics {
     m.rows_scanned += m.rows_pruned_in_scan;
     m
 }
-
-/// Rewrites DataFusion's out-of-memory error into one that names the limit.
-pub fn explain_resources(e: datafusion::error::DataFusionError, limit: u64) -> String {
-    let text = e.to_string();
-    if text.contains("Resources exhausted") {
-        format!(
-            "the query needs more memory than --memory-limit {} allows, and the operator \
-             holding it cannot spill to disk: {}; raise --memory-limit",
-            crate::cache::format_bytes(limit),
-            text.trim_start_matches("Resources exhausted: ")
-        )
-    } else {
-        text
-    }
-}

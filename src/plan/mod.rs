@@ -103,16 +103,149 @@ pub enum PlanError {
     /// Writing a shard failed.
     #[error(transparent)]
     Write(#[from] tessera_reader::Error),
+    /// The query names a column that its input does not have (DataFusion's
+    /// `FieldNotFound`).
+    #[error("{context}: {message}")]
+    MissingColumn {
+        /// What was being done.
+        context: String,
+        /// The column as the query's SQL resolved it.
+        column: String,
+        /// What is wrong: the column, a near name, the columns there are.
+        message: String,
+    },
+    /// A checked integer operation or text-to-number cast failed on a value
+    /// (see `checked`).
+    #[error("{context}: {what}{}{detail}", column.as_deref().map(|c| format!(" in {c}")).unwrap_or_default())]
+    Checked {
+        /// What was being done.
+        context: String,
+        /// The pass column it happened in (`__f3`, `__split`), if any.
+        column: Option<String>,
+        /// `integer overflow`, `division by zero`, `cast failed`.
+        what: &'static str,
+        /// The rest of the message (`: ...`), or nothing.
+        detail: String,
+    },
+}
+
+impl PlanError {
+    /// A DataFusion error, by what it is: a checked operation that failed,
+    /// a missing column, a query out of memory under `limit` (the memory
+    /// limit, when the query ran under one), or else DataFusion's message.
+    pub(crate) fn from_datafusion(
+        context: impl Into<String>,
+        e: datafusion::error::DataFusionError,
+        limit: Option<u64>,
+    ) -> PlanError {
+        use datafusion::error::DataFusionError as E;
+        let context = context.into();
+        match e.find_root() {
+            E::External(x) => {
+                if let Some(c) = x.downcast_ref::<checked::CheckedError>() {
+                    return PlanError::Checked {
+                        context,
+                        column: c.column.clone(),
+                        what: c.what,
+                        detail: c.detail.clone(),
+                    };
+                }
+            }
+            E::SchemaError(se, _) => {
+                if let datafusion::common::SchemaError::FieldNotFound {
+                    field,
+                    valid_fields,
+                } = se.as_ref()
+                {
+                    return PlanError::MissingColumn {
+                        context,
+                        column: field.name.clone(),
+                        message: missing_column_message(&field.name, valid_fields),
+                    };
+                }
+            }
+            E::ResourcesExhausted(m) => {
+                if let Some(limit) = limit {
+                    return PlanError::Query {
+                        context,
+                        message: format!(
+                            "the query needs more memory than --memory-limit {} allows, and the \
+                             operator holding it cannot spill to disk: {m}; raise --memory-limit",
+                            crate::cache::format_bytes(limit)
+                        ),
+                    };
+                }
+            }
+            _ => {}
+        }
+        PlanError::Query {
+            context,
+            message: e.to_string(),
+        }
+    }
+}
+
+/// A DataFusion error's message, in the spec's terms where its kind is
+/// known (see [`PlanError::from_datafusion`]), without a context.
+pub(crate) fn datafusion_message(e: datafusion::error::DataFusionError) -> String {
+    match PlanError::from_datafusion(String::new(), e, None) {
+        PlanError::MissingColumn { message, .. } | PlanError::Query { message, .. } => message,
+        other => other.to_string().trim_start_matches(": ").to_string(),
+    }
+}
+
+/// Whether DataFusion's SQL needs `name` in double quotes (it folds
+/// unquoted names to lower case).
+pub(crate) fn needs_quotes(name: &str) -> bool {
+    let mut chars = name.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_');
+    !(first_ok && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+}
+
+/// "No field named ...", in the spec's terms: the query's own columns (not
+/// the build's internal `__input` relation), a near name, and for a name
+/// that differs only in case, how SQL folds it.
+fn missing_column_message(name: &str, valid: &[datafusion::common::Column]) -> String {
+    let shown = |n: &str| {
+        if needs_quotes(n) {
+            format!("\"{n}\"")
+        } else {
+            n.to_string()
+        }
+    };
+    let mut names: Vec<&str> = valid.iter().map(|c| c.name.as_str()).collect();
+    names.dedup();
+    let same_but_case = names
+        .iter()
+        .find(|n| n.eq_ignore_ascii_case(name) && **n != name && needs_quotes(n));
+    let mut out = match same_but_case {
+        Some(n) => format!(
+            "No field named {}. Did you mean {}? Names are case-sensitive: write a column as \
+             the data spells it; in SQL (expr, filter, query), unquoted names are folded to \
+             lower case, so quote them (\"{n}\").",
+            shown(name),
+            shown(n)
+        ),
+        None => format!(
+            "No field named {}{}.",
+            shown(name),
+            crate::spec::did_you_mean(name, &names)
+        ),
+    };
+    if !names.is_empty() {
+        let list: Vec<String> = names.iter().map(|n| shown(n)).collect();
+        out.push_str(&format!(" The query's columns are: {}.", list.join(", ")));
+    }
+    out
 }
 
 pub(crate) fn query_err(
     context: impl Into<String>,
 ) -> impl FnOnce(datafusion::error::DataFusionError) -> PlanError {
     let context = context.into();
-    move |e| PlanError::Query {
-        context,
-        message: e.to_string(),
-    }
+    move |e| PlanError::from_datafusion(context, e, None)
 }
 
 /// Counters read from an executed plan's metrics.
@@ -324,5 +457,76 @@ fn whole_or_chunked(t: &SourceTable, spec: &Spec, partitions: usize) -> Vec<File
     match chunking::cut(t, target) {
         Ok(chunks) => chunks.into_iter().flat_map(|c| c.parts).collect(),
         Err(_) => t.all_parts(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::common::Column;
+
+    fn cols(names: &[&str]) -> Vec<Column> {
+        names
+            .iter()
+            .map(|n| Column::new(Some("__input"), *n))
+            .collect()
+    }
+
+    #[test]
+    fn a_missing_column_is_told_in_the_specs_terms() {
+        let valid = cols(&["Carat", "depth", "Culmen Depth (mm)"]);
+        // An unquoted name folded to lower case: how to quote it.
+        let m = missing_column_message("carat", &valid);
+        assert!(
+            m.starts_with("No field named carat. Did you mean \"Carat\"?"),
+            "{m}"
+        );
+        assert!(m.contains("quote them (\"Carat\")"), "{m}");
+        assert!(
+            m.ends_with("The query's columns are: \"Carat\", depth, \"Culmen Depth (mm)\"."),
+            "{m}"
+        );
+        // A typo: the near name, no case advice; no internal relation.
+        let m = missing_column_message("Culmen Dept (mm)", &valid);
+        assert!(
+            m.starts_with(
+                "No field named \"Culmen Dept (mm)\" (did you mean \"Culmen Depth (mm)\"?)."
+            ),
+            "{m}"
+        );
+        assert!(
+            !m.contains("case-sensitive") && !m.contains("__input"),
+            "{m}"
+        );
+        assert!(needs_quotes("Carat") && needs_quotes("a b") && needs_quotes("1x"));
+        assert!(!needs_quotes("depth") && !needs_quotes("_x1"));
+    }
+
+    #[test]
+    fn datafusion_errors_become_typed_plan_errors() {
+        use datafusion::error::DataFusionError;
+        let checked = DataFusionError::External(Box::new(checked::CheckedError {
+            column: Some("__f2".into()),
+            what: "integer overflow",
+            detail: ": 1 + 2".into(),
+        }));
+        // Wrapped as DataFusion wraps errors from a stream.
+        let wrapped = DataFusionError::Context("running".into(), Box::new(checked));
+        match PlanError::from_datafusion("running the query", wrapped, Some(1 << 30)) {
+            PlanError::Checked { column, what, .. } => {
+                assert_eq!(
+                    (column.as_deref(), what),
+                    (Some("__f2"), "integer overflow")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let oom = DataFusionError::ResourcesExhausted("Failed to allocate".into());
+        let e = PlanError::from_datafusion("running the query", oom, Some(1 << 30)).to_string();
+        assert!(
+            e.contains("--memory-limit 1.00 GiB") || e.contains("--memory-limit"),
+            "{e}"
+        );
+        assert!(e.contains("raise --memory-limit"), "{e}");
     }
 }

@@ -53,12 +53,8 @@ impl Planner {
                 .create_physical_plan()
                 .await
                 .map_err(query_err("planning the query"))?;
-            let mut stream = execute_stream(Arc::clone(&plan), ctx.task_ctx()).map_err(|e| {
-                PlanError::Query {
-                    context: "running the query".into(),
-                    message: exec::explain_resources(e, limit),
-                }
-            })?;
+            let mut stream = execute_stream(Arc::clone(&plan), ctx.task_ctx())
+                .map_err(|e| PlanError::from_datafusion("running the query", e, Some(limit)))?;
             let file = std::fs::File::create(&path).map_err(|e| PlanError::Query {
                 context: path.display().to_string(),
                 message: e.to_string(),
@@ -70,10 +66,8 @@ impl Planner {
                 })?;
             let mut cumulative = vec![0u64];
             while let Some(batch) = stream.next().await {
-                let batch = batch.map_err(|e| PlanError::Query {
-                    context: "running the query".into(),
-                    message: exec::explain_resources(e, limit),
-                })?;
+                let batch = batch
+                    .map_err(|e| PlanError::from_datafusion("running the query", e, Some(limit)))?;
                 if batch.num_rows() == 0 {
                     continue;
                 }
@@ -163,9 +157,8 @@ impl Planner {
             let mut stream = execute_stream(Arc::clone(&plan), ctx.task_ctx())
                 .map_err(query_err(format!("{what}: running the query")))?;
             while let Some(batch) = stream.next().await {
-                let batch = batch.map_err(|e| PlanError::Query {
-                    context: format!("{what}: running the query"),
-                    message: exec::explain_resources(e, limit),
+                let batch = batch.map_err(|e| {
+                    PlanError::from_datafusion(format!("{what}: running the query"), e, Some(limit))
                 })?;
                 sink(&batch)?;
             }

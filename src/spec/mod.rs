@@ -15,6 +15,7 @@ mod read;
 mod sql;
 mod storage;
 mod suggest;
+pub use suggest::did_you_mean;
 mod toplevel;
 mod transform_rules;
 mod transforms;

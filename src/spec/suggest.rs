@@ -18,7 +18,7 @@ pub(super) fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str>
 }
 
 /// `" (did you mean \"x\"?)"` or the empty string.
-pub(super) fn did_you_mean(word: &str, candidates: &[&str]) -> String {
+pub fn did_you_mean(word: &str, candidates: &[&str]) -> String {
     match closest(word, candidates) {
         Some(c) => format!(" (did you mean {c:?}?)"),
         None => String::new(),
