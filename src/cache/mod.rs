@@ -59,9 +59,8 @@ pub const CACHE_DIR_ENV: &str = "TESSERA_CACHE_DIR";
 
 const LOCKS_DIR: &str = "locks";
 const TMP_DIR: &str = "tmp";
-const CACHEDIR_TAG: &str = "CACHEDIR.TAG";
-const CACHEDIR_TAG_TEXT: &str = "Signature: 8a477f597d28d172789f06886806bc55\n\
-# This file is a cache directory tag created by tessera.\n\
+/// What the cache directory tag says of an artifact cache.
+const CACHEDIR_TAG_COMMENT: &str = "# This file is a cache directory tag created by tessera.\n\
 # For information about cache directory tags see https://bford.info/cachedir/\n";
 
 /// What can go wrong in the cache.
@@ -246,11 +245,8 @@ impl Cache {
         for dir in [self.root.join(LOCKS_DIR), self.tmp_dir()] {
             fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
         }
-        let tag = self.root.join(CACHEDIR_TAG);
-        if !tag.exists() {
-            // Only a courtesy to backup tools; failing to write it is harmless.
-            let _ = fs::write(&tag, CACHEDIR_TAG_TEXT);
-        }
+        // Only a courtesy to backup tools; failing to write it is harmless.
+        tessera_reader::durable::tag_cache_dir(&self.root, CACHEDIR_TAG_COMMENT);
         Ok(())
     }
 

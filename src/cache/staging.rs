@@ -146,10 +146,11 @@ impl Drop for Staging<'_> {
 mod tests {
     use super::*;
     use crate::cache::test_support::{entries_of, hash_n, publish_new, write_set};
-    use crate::cache::{CACHEDIR_TAG, Cache, TMP_DIR};
+    use crate::cache::{Cache, TMP_DIR};
     use std::fs::File;
     use std::io;
     use std::process::{Command, Stdio};
+    use tessera_reader::durable::CACHEDIR_TAG;
     use tessera_reader::{DType, Dataset, FieldSpec, MANIFEST_FILE, RecordLayout, ShardSetWriter};
 
     #[test]

@@ -140,25 +140,35 @@ pub fn split_url(url: &str) -> Result<(String, String), String> {
     Ok((base, key))
 }
 
-fn percent_decode(s: &str) -> String {
+/// Decodes `%XX` escapes: in object keys of URLs, and in partition folder
+/// names (as Hive and Spark write special characters there); anything
+/// malformed, or bytes that do not decode to UTF-8, is kept as written.
+pub fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%'
             && i + 2 < bytes.len()
-            && let Some(v) = std::str::from_utf8(&bytes[i + 1..i + 3])
-                .ok()
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
+            && let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2]))
         {
-            out.push(v);
+            out.push(h * 16 + l);
             i += 3;
             continue;
         }
         out.push(bytes[i]);
         i += 1;
     }
-    String::from_utf8_lossy(&out).into_owned()
+    String::from_utf8(out).unwrap_or_else(|_| s.to_string())
+}
+
+fn hex(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
 }
 
 /// The store of `base`, built on first use from the environment and

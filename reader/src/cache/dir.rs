@@ -25,8 +25,8 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-const TAG: &str = "Signature: 8a477f597d28d172789f06886806bc55\n\
-# This directory is a tessera shard cache; its files are copies of shards\n\
+/// What the cache directory tag says of a shard cache.
+const TAG_COMMENT: &str = "# This directory is a tessera shard cache; its files are copies of shards\n\
 # and can be removed when no process is reading them.\n";
 
 /// A cache directory.
@@ -65,11 +65,8 @@ pub(crate) enum Claim {
 impl CacheDir {
     pub(crate) fn open(root: PathBuf) -> Result<Self> {
         std::fs::create_dir_all(&root).map_err(|e| Error::io(&root, e))?;
-        let tag = root.join("CACHEDIR.TAG");
-        if !tag.exists() {
-            // Best effort: a read-only cache still works for reading.
-            let _ = std::fs::write(&tag, TAG);
-        }
+        // Best effort: a read-only cache still works for reading.
+        crate::durable::tag_cache_dir(&root, TAG_COMMENT);
         Ok(CacheDir { root })
     }
 

@@ -22,6 +22,9 @@
 //!   ([`parse_size`]): `MB` is 1,000,000 bytes and `MiB` (or `M`)
 //!   1,048,576, in a spec, on the command line and in the environment.
 //!
+//! - [`tag_cache_dir`]: a cache directory carries a `CACHEDIR.TAG`, so
+//!   backup tools skip it.
+//!
 //! Errors name the file they are about ([`crate::Error::Io`]).
 
 pub mod atomic;
@@ -35,3 +38,19 @@ pub use hex::{hash_reader, hex, is_hex_digest};
 pub use lock::{FileLock, LockKind, LockOptions, Locked, NoLocks, is_no_locks, lock, share};
 pub use size::parse_size;
 pub use temp::{TempPath, remove_all, temp_sibling, unique_suffix};
+
+/// The name of the file that marks a cache directory for backup tools.
+pub const CACHEDIR_TAG: &str = "CACHEDIR.TAG";
+
+/// Writes `CACHEDIR.TAG` (the Cache Directory Tagging Specification's
+/// signature, then `comment`: `#` lines saying what the directory holds)
+/// into `dir` unless it is there, so backup tools skip the cache. Best
+/// effort: a cache that cannot be tagged (read-only, say) still works, so a
+/// failure is ignored.
+pub fn tag_cache_dir(dir: &std::path::Path, comment: &str) {
+    let tag = dir.join(CACHEDIR_TAG);
+    if !tag.exists() {
+        let text = format!("Signature: 8a477f597d28d172789f06886806bc55\n{comment}");
+        let _ = std::fs::write(&tag, text);
+    }
+}

@@ -104,12 +104,7 @@ pub fn commit(plan_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Buil
                 query_columns: plan.query_columns.clone(),
             }
             .assemble(outputs, &plan.shards_dir(), staging.path())?;
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(plan.threads)
-                .build()
-                .map_err(|e| {
-                    BuildError::Other(format!("starting {} threads: {e}", plan.threads))
-                })?;
+            let pool = super::run::thread_pool(plan.threads)?;
             let mut ignored = BTreeMap::new();
             let manifest = crate::compress::compress_staged(
                 staging.path(),

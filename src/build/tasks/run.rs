@@ -126,7 +126,7 @@ pub fn run_tasks(plan_path: &Path, ids: &[String]) -> Result<(), BuildError> {
     Ok(())
 }
 
-fn thread_pool(threads: usize) -> Result<rayon::ThreadPool, BuildError> {
+pub(super) fn thread_pool(threads: usize) -> Result<rayon::ThreadPool, BuildError> {
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()

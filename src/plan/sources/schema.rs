@@ -257,7 +257,7 @@ pub(super) fn partition_columns(
         .map(|vals| {
             vals.iter()
                 .map(|v| {
-                    let d = percent_decode(v);
+                    let d = crate::remote_input::percent_decode(v);
                     (d != "__HIVE_DEFAULT_PARTITION__").then_some(d)
                 })
                 .collect()
@@ -296,34 +296,4 @@ pub(super) fn partition_columns(
         })
         .collect();
     Ok((fields, values))
-}
-
-/// Decodes `%XX` escapes (as Hive and Spark write special characters in
-/// partition folder names); anything malformed is kept as written.
-pub(super) fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2]))
-        {
-            out.push(h * 16 + l);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8(out).unwrap_or_else(|_| s.to_string())
-}
-
-pub(super) fn hex(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
 }

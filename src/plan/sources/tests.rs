@@ -2,10 +2,10 @@ use super::*;
 
 #[test]
 fn percent_decoding() {
-    assert_eq!(percent_decode("a%20b"), "a b");
-    assert_eq!(percent_decode("a%2Fb%3d"), "a/b=");
-    assert_eq!(percent_decode("100%"), "100%");
-    assert_eq!(percent_decode("%zz"), "%zz");
+    assert_eq!(crate::remote_input::percent_decode("a%20b"), "a b");
+    assert_eq!(crate::remote_input::percent_decode("a%2Fb%3d"), "a/b=");
+    assert_eq!(crate::remote_input::percent_decode("100%"), "100%");
+    assert_eq!(crate::remote_input::percent_decode("%zz"), "%zz");
 }
 
 #[test]
