@@ -37,9 +37,8 @@ mod any_f64 {
 
     pub fn serialize<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
         if x.is_finite() {
-            // As text: serde_json (without `float_roundtrip`) may read a
-            // 17-digit number one unit in the last place off, and Rust's
-            // own parsing of the shortest representation is exact.
+            // As text too, like the values a JSON number cannot hold; Rust's
+            // parsing of the shortest representation is exact.
             s.serialize_str(&format!("{x:?}"))
         } else if x.is_nan() {
             s.serialize_str("nan")

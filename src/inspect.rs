@@ -2,7 +2,7 @@
 
 use crate::accumulators::FrozenStats;
 use std::fmt::Write as _;
-use tessera_reader::{DType, Dataset, FieldLayout};
+use tessera_reader::{DType, Dataset, FieldLayout, StatsEntry, VocabEntry};
 
 /// How many values of each vocabulary `tessera inspect` lists (the most
 /// frequent, which are also the lowest ids).
@@ -67,7 +67,7 @@ pub fn summary(ds: &Dataset) -> String {
         );
     }
     s.push_str(&statistics(m, ds.dir()));
-    if let Some(line) = build_line(&m.build) {
+    if let Some(line) = build_line(m) {
         let _ = writeln!(s, "\nbuild:    {line}");
     }
     s
@@ -102,33 +102,99 @@ fn statistics(m: &tessera_reader::Manifest, dir: &std::path::Path) -> String {
             .filter(|k| !m.layout.fields.iter().any(|f| f.name == *k)),
     );
     for name in names {
-        let entries = stats[name].as_array().cloned().unwrap_or_default();
+        let entries = match m.stats_of(name) {
+            Ok(entries) => entries.unwrap_or_default(),
+            Err(err) => {
+                let _ = writeln!(s, "  {name:<20} cannot be read: {err}");
+                continue;
+            }
+        };
         for (j, e) in entries.iter().enumerate() {
             let label = if entries.len() > 1 {
                 format!("{name}[{j}]")
             } else {
                 name.to_string()
             };
-            // A large vocabulary lives in a side file the entry names.
-            let frozen = if e.get("file").is_some() {
-                tessera_transform::serving::field_stats(m, dir, name)
-                    .map_err(|err| err.to_string())
-                    .and_then(|all| {
-                        all.and_then(|slots| slots.into_iter().nth(j))
-                            .ok_or_else(|| format!("stats.{name}[{j}] is missing"))
-                    })
-            } else {
-                serde_json::from_value::<FrozenStats>(e.clone()).map_err(|err| err.to_string())
-            };
-            match frozen {
-                Ok(frozen) => s.push_str(&describe(&label, &frozen)),
-                Err(err) => {
-                    let _ = writeln!(s, "  {label:<20} cannot be read: {err}");
+            match e {
+                StatsEntry::Vocab(VocabEntry::File { file, size, oov }) => {
+                    s.push_str(&describe_vocab_file(&label, dir, file, *size, *oov));
                 }
+                inline => match FrozenStats::try_from(inline.clone()) {
+                    Ok(frozen) => s.push_str(&describe(&label, &frozen)),
+                    Err(err) => {
+                        let _ = writeln!(s, "  {label:<20} cannot be read: {err}");
+                    }
+                },
             }
         }
     }
     s
+}
+
+/// A vocabulary kept in a file of the set: its size, the file, and the
+/// first values, read from the file's first lines only.
+fn describe_vocab_file(
+    label: &str,
+    dir: &std::path::Path,
+    file: &str,
+    size: u64,
+    oov: i64,
+) -> String {
+    use std::io::BufRead as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "  {label:<20} {:<12} {} in {file}; other values and nulls get {oov}",
+        "vocab",
+        ids(size)
+    );
+    let path = dir.join(file);
+    let head: Result<Vec<(String, u64)>, String> = std::fs::File::open(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|f| {
+            std::io::BufReader::new(f)
+                .lines()
+                .take(VOCAB_SHOWN)
+                .enumerate()
+                .map(|(i, line)| {
+                    let line = line.map_err(|e| e.to_string())?;
+                    tessera_reader::parse_vocab_line(&line)
+                        .map_err(|e| format!("line {}: {e}", i + 1))
+                })
+                .collect()
+        });
+    let head = match head {
+        Ok(head) => head,
+        Err(err) => {
+            let _ = writeln!(s, "{:23}cannot be read: {}: {err}", "", path.display());
+            return s;
+        }
+    };
+    if head.is_empty() {
+        return s;
+    }
+    let _ = writeln!(s, "{:23}{:>6} {:>10}  value", "", "id", "count");
+    for (i, (v, count)) in head.iter().enumerate() {
+        let _ = writeln!(s, "{:23}{:>6} {count:>10}  {}", "", i + 1, quoted(v));
+    }
+    if size > head.len() as u64 {
+        let _ = writeln!(
+            s,
+            "{:23}... and {} more (in {file})",
+            "",
+            size - head.len() as u64
+        );
+    }
+    s
+}
+
+/// `N values (ids 1 to N)`.
+fn ids(n: u64) -> String {
+    match n {
+        0 => "no values".to_string(),
+        1 => "1 value (id 1)".to_string(),
+        n => format!("{n} values (ids 1 to {n})"),
+    }
 }
 
 /// One statistic: a line, and for a vocabulary a small table under it.
@@ -154,15 +220,11 @@ fn describe(label: &str, stats: &FrozenStats) -> String {
             counts,
             oov,
         } => {
-            let ids = match values.len() {
-                0 => "no values".to_string(),
-                1 => "1 value (id 1)".to_string(),
-                n => format!("{n} values (ids 1 to {n})"),
-            };
             let _ = writeln!(
                 s,
-                "  {label:<20} {:<12} {ids}; other values and nulls get {oov}",
-                "vocab"
+                "  {label:<20} {:<12} {}; other values and nulls get {oov}",
+                "vocab",
+                ids(values.len() as u64)
             );
             if values.is_empty() {
                 return s;
@@ -196,29 +258,28 @@ fn quoted(v: &str) -> String {
 }
 
 /// What the build read and kept, from the manifest's `build` record.
-fn build_line(build: &serde_json::Value) -> Option<String> {
-    let scan = build.get("scan")?;
-    let n = |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_u64()).unwrap_or(0);
+fn build_line(m: &tessera_reader::Manifest) -> Option<String> {
+    let build = match m.build_record() {
+        Ok(b) => b?,
+        Err(err) => return Some(format!("cannot be read: {err}")),
+    };
+    let scan = build.scan?;
     let mut line = format!(
         "{} rows scanned ({}), {} kept",
-        n(scan, "rows_scanned"),
-        crate::cache::format_bytes(n(scan, "bytes_scanned")),
-        build
-            .get("rows_kept")
-            .and_then(|x| x.as_u64())
-            .map_or("?".into(), |k| k.to_string())
+        scan.rows_scanned,
+        crate::cache::format_bytes(scan.bytes_scanned),
+        build.rows_kept.map_or("?".into(), |k| k.to_string())
     );
-    let groups = n(scan, "row_groups_pruned") + n(scan, "row_groups_matched");
-    if groups > 0 || n(scan, "files_pruned") > 0 {
+    let groups = scan.row_groups_pruned + scan.row_groups_matched;
+    if groups > 0 || scan.files_pruned > 0 {
         let _ = write!(
             line,
             "; the filter pruned {} file(s) and {} of {groups} row groups",
-            n(scan, "files_pruned"),
-            n(scan, "row_groups_pruned")
+            scan.files_pruned, scan.row_groups_pruned
         );
     }
-    if let Some(plan) = build.get("plan").and_then(|p| p.as_str()) {
-        let chunks = n(build, "chunks");
+    if let Some(plan) = &build.plan {
+        let chunks = build.chunks;
         let _ = write!(
             line,
             "; plan {plan}, {chunks} task{}",

@@ -12,6 +12,12 @@ use crate::order::OrderVersion;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+mod sections;
+pub use sections::{
+    BuildRecord, PackRecord, PlanDecision, QueryColumn, ScanMetrics, StatsEntry, VOCAB_INLINE,
+    VocabEntry, parse_vocab_line, vocab_file_name, vocab_line,
+};
+
 /// The value of the manifest's `format` key.
 pub const FORMAT_NAME: &str = "tessera-shards";
 /// The manifest's file name inside a shard-set directory.
@@ -139,7 +145,8 @@ pub struct Manifest {
     /// when there are none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<FileInfo>,
-    /// Frozen transform statistics (free-form JSON written by the compiler).
+    /// Frozen transform statistics: free-form JSON; the compiler writes a
+    /// list of [`StatsEntry`] per field ([`Manifest::stats_of`] reads them).
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub stats: serde_json::Value,
     /// The canonical spec the set was built from (free-form JSON).
@@ -148,7 +155,8 @@ pub struct Manifest {
     /// Fingerprints of the input files (free-form JSON).
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub inputs: serde_json::Value,
-    /// Build information (free-form JSON).
+    /// Build information: free-form JSON; the compiler writes a
+    /// [`BuildRecord`] ([`Manifest::build_record`] reads it).
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub build: serde_json::Value,
 }

@@ -16,7 +16,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 use tessera_reader::{
-    EpochOrder, FileInfo, Manifest, RecordLayout, ShardInfo, ShardWriter, SplitInfo,
+    BuildRecord, EpochOrder, FileInfo, Manifest, PackRecord, QueryColumn, RecordLayout, ShardInfo,
+    ShardWriter, SplitInfo, StatsEntry, VOCAB_INLINE, VocabEntry,
 };
 
 /// What the build of an artifact found, beside its manifest.
@@ -213,9 +214,10 @@ impl Commit<'_> {
         }
         let mut packed = None;
         if let Some(p) = &spec.pack {
-            let (s, sp, stats) = pack_streams(p, self.layout, &names, &outputs, encode_dir, spec)?;
+            let (s, sp, figures) =
+                pack_streams(p, self.layout, &names, &outputs, encode_dir, spec)?;
             (shards, splits) = (s, sp);
-            packed = Some(stats);
+            packed = Some(figures);
         }
         if !self.allow_empty {
             check_not_empty(spec, &splits, rows_kept, &scan)?;
@@ -251,28 +253,27 @@ impl Commit<'_> {
         manifest.created_by = format!("tessera {}", env!("CARGO_PKG_VERSION"));
         manifest.spec = self.canonical;
         manifest.inputs = fingerprint::manifest_inputs(self.files);
-        let (stats, mut files) = stats_json(spec, self.frozen, staging)?;
+        let (stats, mut files) = stats_entries(spec, self.frozen, staging)?;
         files.extend(tokenizer_files(spec, staging)?);
-        manifest.stats = stats;
+        manifest.set_stats(&stats);
         manifest.files = files;
-        manifest.build = serde_json::json!({
-            "semantics_version": SEMANTICS_VERSION,
-            "plan": self.decision.kind(),
-            "plan_detail": self.decision,
-            "plan_serial": self.serial,
-            "chunks": self.chunks,
-            "rows_kept": rows_kept,
-            "scan": scan,
+        let query_columns = self
+            .query_columns
+            .map(serde_json::from_value::<Vec<QueryColumn>>)
+            .transpose()
+            .map_err(|e| BuildError::Other(format!("the query's columns: {e}")))?;
+        manifest.set_build_record(&BuildRecord {
+            semantics_version: u64::from(SEMANTICS_VERSION),
+            plan: Some(self.decision.kind().to_string()),
+            plan_detail: Some(self.decision.clone()),
+            plan_serial: self.serial.clone(),
+            chunks: self.chunks as u64,
+            rows_kept: Some(rows_kept),
+            scan: Some(scan),
+            pack: packed,
+            skipped: (!skipped.is_empty()).then_some(skipped),
+            query_columns,
         });
-        if let Some(stats) = &packed {
-            manifest.build["pack"] = stats.clone();
-        }
-        if !skipped.is_empty() {
-            manifest.build["skipped"] = serde_json::json!(skipped);
-        }
-        if let Some(columns) = self.query_columns {
-            manifest.build[tessera_transform::serving::QUERY_COLUMNS_KEY] = columns;
-        }
         Ok((
             manifest,
             Built {
@@ -286,9 +287,12 @@ impl Commit<'_> {
     }
 }
 
+/// The manifest's `build.pack`: per split, what packing did.
+type PackFigures = BTreeMap<String, PackRecord>;
+
 /// Packs each split's documents (the tasks' streams, in task order) into
 /// window shards in `dir`; returns the shards, the splits and the packing
-/// statistics per split for the manifest.
+/// figures per split for the manifest.
 fn pack_streams(
     opts: &crate::pack::PackOptions,
     layout: &RecordLayout,
@@ -296,10 +300,10 @@ fn pack_streams(
     outputs: &[(EncodeOutput, ScanMetrics)],
     dir: &Path,
     spec: &Spec,
-) -> Result<(Vec<ShardInfo>, Vec<SplitInfo>, serde_json::Value), BuildError> {
+) -> Result<(Vec<ShardInfo>, Vec<SplitInfo>, PackFigures), BuildError> {
     let mut shards = Vec::new();
     let mut splits = Vec::new();
-    let mut stats = serde_json::Map::new();
+    let mut figures = BTreeMap::new();
     let mut start = 0;
     for (s, name) in names.iter().enumerate() {
         let streams: Vec<&crate::pack::stream::StreamInfo> = outputs
@@ -324,21 +328,21 @@ fn pack_streams(
             .iter()
             .filter_map(|(o, _)| o.skipped_conversations.get(s))
             .sum();
-        stats.insert(
+        figures.insert(
             name.clone(),
-            serde_json::json!({
-                "documents": st.documents,
-                "empty_documents": st.empty_documents,
-                "windows": st.windows,
-                "tokens": st.tokens,
-                "padding_tokens": st.padding_tokens,
-                "padding_fraction": st.padding_fraction(opts.capacity()),
-                "split_documents": st.split_documents,
-                "truncated_documents": st.truncated_documents,
-                "truncated_tokens": st.truncated_tokens,
-                "dropped_documents": st.dropped_documents,
-                "skipped_conversations": skipped,
-            }),
+            PackRecord {
+                documents: st.documents,
+                empty_documents: st.empty_documents,
+                windows: st.windows,
+                tokens: st.tokens,
+                padding_tokens: st.padding_tokens,
+                padding_fraction: st.padding_fraction(opts.capacity()),
+                split_documents: st.split_documents,
+                truncated_documents: st.truncated_documents,
+                truncated_tokens: st.truncated_tokens,
+                dropped_documents: st.dropped_documents,
+                skipped_conversations: skipped,
+            },
         );
         shards.extend(out.shards);
         splits.push(SplitInfo {
@@ -348,24 +352,24 @@ fn pack_streams(
         });
         start += out.rows;
     }
-    Ok((shards, splits, serde_json::Value::Object(stats)))
+    Ok((shards, splits, figures))
 }
 
-/// Vocabularies longer than this go to a file of their own beside the
-/// shards, so the manifest stays small.
-pub const VOCAB_INLINE: usize = 4096;
+/// The manifest's `stats`: per field, one entry per slot.
+type StatsSection = BTreeMap<String, Vec<StatsEntry>>;
 
-/// The manifest's `stats` object (per field with statistics, one entry per
+/// The manifest's `stats` section (per field with statistics, one entry per
 /// stacked column, or a single entry), and the vocabulary files it refers to,
-/// written into `dir`: `vocab-FIELD-SLOT.jsonl`, one `[value, count]` JSON
-/// array per line in id order (docs/FORMAT.md, section 3.7).
-fn stats_json(
+/// written into `dir`: vocabularies of more than [`VOCAB_INLINE`] values go
+/// to `vocab-FIELD-SLOT.jsonl`, one `[value, count]` JSON array per line in
+/// id order (docs/FORMAT.md, section 3.7).
+fn stats_entries(
     spec: &Spec,
     frozen: &[Option<Vec<FrozenStats>>],
     dir: &Path,
-) -> Result<(serde_json::Value, Vec<FileInfo>), BuildError> {
+) -> Result<(StatsSection, Vec<FileInfo>), BuildError> {
     use std::io::Write as _;
-    let mut map = serde_json::Map::new();
+    let mut map = BTreeMap::new();
     let mut files = Vec::new();
     for (f, fr) in spec.fields.iter().zip(frozen) {
         let Some(slots) = fr else { continue };
@@ -377,15 +381,14 @@ fn stats_json(
                     counts,
                     oov,
                 } if values.len() > VOCAB_INLINE => {
-                    let name = format!("vocab-{}-{j}.jsonl", f.name);
+                    let name = tessera_reader::vocab_file_name(&f.name, j);
                     let path = dir.join(&name);
                     let io =
                         |e: std::io::Error| BuildError::Other(format!("{}: {e}", path.display()));
                     let mut w = std::io::BufWriter::new(std::fs::File::create(&path).map_err(io)?);
                     for (v, c) in values.iter().zip(counts) {
-                        serde_json::to_writer(&mut w, &(v, c))
-                            .map_err(|e| BuildError::Other(format!("{}: {e}", path.display())))?;
-                        w.write_all(b"\n").map_err(io)?;
+                        w.write_all(&tessera_reader::vocab_line(v, *c))
+                            .map_err(io)?;
                     }
                     w.flush().map_err(io)?;
                     drop(w);
@@ -397,19 +400,18 @@ fn stats_json(
                         bytes,
                         blake3: hasher.finalize().to_hex().to_string(),
                     });
-                    entries.push(serde_json::json!({
-                        "kind": "vocab",
-                        "oov": oov,
-                        "size": values.len(),
-                        "file": name,
+                    entries.push(StatsEntry::Vocab(VocabEntry::File {
+                        file: name,
+                        size: values.len() as u64,
+                        oov: *oov,
                     }));
                 }
-                other => entries.push(serde_json::to_value(other).unwrap_or_default()),
+                other => entries.push(StatsEntry::from(other.clone())),
             }
         }
-        map.insert(f.name.clone(), serde_json::Value::Array(entries));
+        map.insert(f.name.clone(), entries);
     }
-    Ok((serde_json::Value::Object(map), files))
+    Ok((map, files))
 }
 
 /// Each `tokenize` field's tokenizer file, copied into `dir` as

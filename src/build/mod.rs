@@ -18,12 +18,12 @@ mod tasks;
 mod work_store;
 
 pub use crate::error::BuildError;
-pub use job::VOCAB_INLINE;
 pub use pipeline::{Task, TaskKind};
 pub use resources::{
     BATCH_ROWS, default_memory_limit, exit_cleanly_on_abort, fit_address_space, free_bytes,
 };
 pub use tasks::{BuildPlan, PLAN_FORMAT, commit, plan, run_task, run_tasks};
+pub use tessera_reader::VOCAB_INLINE;
 
 use crate::accumulators::SEMANTICS_VERSION;
 use crate::cache::Cache;
@@ -285,34 +285,52 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
     let Some(b) = built else {
         // A cached artifact built with --allow-empty is still empty.
         if !opts.allow_empty {
+            let record = build_record(&artifact);
             let m = &artifact.manifest;
-            let kept = m
-                .build
-                .get("rows_kept")
-                .and_then(|v| v.as_u64())
-                .unwrap_or(m.rows);
-            let scan: ScanMetrics = m
-                .build
-                .get("scan")
-                .and_then(|v| serde_json::from_value(v.clone()).ok())
-                .unwrap_or_default();
+            let kept = record.rows_kept.unwrap_or(m.rows);
+            let scan = record.scan.unwrap_or_default();
             check_not_empty(&spec, &m.splits, kept, &scan)?;
         }
         return Ok(hit_report(hash, artifact, t0, seconds));
     };
     seconds.insert("total".to_string(), t0.elapsed().as_secs_f64());
+    let tokens: Option<u64> = build_record(&artifact)
+        .pack
+        .map(|p| p.values().map(|s| s.tokens).sum());
     let mut report = built_report(hash, artifact, b, seconds);
-    if let Some(pack) = &report.pack {
-        let tokens: u64 = pack
-            .as_object()
-            .map(|m| m.values().filter_map(|v| v["tokens"].as_u64()).sum())
-            .unwrap_or(0);
+    if let Some(tokens) = tokens {
         let total = report.seconds.get("total").copied().unwrap_or(0.0);
         if total > 0.0 {
             report.mtok_per_s_per_core = Some(tokens as f64 / total / threads as f64 / 1e6);
         }
     }
     Ok(report)
+}
+
+/// The `build` section of an artifact's manifest, read through its type.
+/// It only feeds the report: one that cannot be read reports as empty.
+fn build_record(artifact: &crate::cache::Artifact) -> tessera_reader::BuildRecord {
+    artifact
+        .manifest
+        .build_record()
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
+/// The report's copies of `build.pack` and `build.skipped` (as JSON, the
+/// shape `tessera build --json` prints).
+fn report_extras(
+    record: &tessera_reader::BuildRecord,
+) -> (Option<serde_json::Value>, Option<serde_json::Value>) {
+    fn json<T: Serialize>(v: &T) -> serde_json::Value {
+        // Maps of numbers with string keys.
+        serde_json::to_value(v).unwrap_or_default()
+    }
+    (
+        record.pack.as_ref().map(json),
+        record.skipped.as_ref().map(json),
+    )
 }
 
 /// The report of a build that published `artifact` itself.
@@ -323,6 +341,7 @@ fn built_report(
     seconds: BTreeMap<String, f64>,
 ) -> BuildReport {
     let m = &artifact.manifest;
+    let (pack, skipped) = report_extras(&build_record(&artifact));
     let (plan_source, plan_operator, plan_reason) = match &b.decision {
         Decision::Chunked { source } => (Some(source.clone()), None, None),
         Decision::Global { operator, reason } => {
@@ -346,9 +365,9 @@ fn built_report(
         cache_hit: false,
         seconds,
         bytes_fetched: crate::remote_input::bytes_fetched(),
-        pack: m.build.get("pack").cloned(),
+        pack,
         mtok_per_s_per_core: None,
-        skipped: m.build.get("skipped").cloned(),
+        skipped,
     }
 }
 
@@ -359,36 +378,35 @@ fn hit_report(
     mut seconds: BTreeMap<String, f64>,
 ) -> BuildReport {
     // The lookup has parsed and checked the manifest; nothing else is read.
+    let record = build_record(&artifact);
     let m = &artifact.manifest;
     seconds.insert("total".to_string(), t0.elapsed().as_secs_f64());
-    let scan: ScanMetrics = m
-        .build
-        .get("scan")
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
-        .unwrap_or_default();
-    let count = |key: &str| m.build.get(key).and_then(|v| v.as_u64()).unwrap_or(0);
-    let text = |v: Option<&serde_json::Value>| v.and_then(|v| v.as_str()).map(str::to_string);
-    let detail = m.build.get("plan_detail");
+    let (pack, skipped) = report_extras(&record);
+    let (plan_source, plan_operator, plan_reason) = match record.plan_detail {
+        Some(Decision::Chunked { source }) => (Some(source), None, None),
+        Some(Decision::Global { operator, reason }) => (None, Some(operator), Some(reason)),
+        None => (None, None, None),
+    };
     BuildReport {
         rows: IndexedRows(m.splits.iter().map(|s| (s.name.clone(), s.rows)).collect()),
         stride: m.layout.stride,
         bytes: m.shards.iter().map(|s| s.bytes).sum(),
-        plan: text(m.build.get("plan")).unwrap_or_else(|| "chunked".into()),
-        plan_source: text(detail.and_then(|d| d.get("source"))),
-        plan_operator: text(detail.and_then(|d| d.get("operator"))),
-        plan_reason: text(detail.and_then(|d| d.get("reason"))),
-        plan_serial: text(m.build.get("plan_serial")),
-        chunks: count("chunks") as usize,
-        rows_kept: count("rows_kept"),
-        scan,
+        plan: record.plan.unwrap_or_else(|| "chunked".into()),
+        plan_source,
+        plan_operator,
+        plan_reason,
+        plan_serial: record.plan_serial,
+        chunks: record.chunks as usize,
+        rows_kept: record.rows_kept.unwrap_or(0),
+        scan: record.scan.unwrap_or_default(),
         hash,
         path: artifact.path,
         cache_hit: true,
         seconds,
         bytes_fetched: crate::remote_input::bytes_fetched(),
-        pack: m.build.get("pack").cloned(),
+        pack,
         mtok_per_s_per_core: None,
-        skipped: m.build.get("skipped").cloned(),
+        skipped,
     }
 }
 

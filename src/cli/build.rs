@@ -4,6 +4,7 @@
 use super::args::{parse_size_arg, parse_threads_arg};
 use super::target::place;
 use anyhow::Result;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use tessera::build::{BuildOptions, BuildReport, build};
 use tessera::progress::ProgressMode;
@@ -137,7 +138,12 @@ fn print_work(report: &BuildReport) {
         .map(|(k, v)| format!("{k} {v:.2}s"))
         .collect();
     println!("stages: {}", stages.join(", "));
-    if let Some(skipped) = report.skipped.as_ref().and_then(|v| v.as_object()) {
+    // The report's copy of the manifest's `build.skipped`.
+    if let Some(skipped) = report
+        .skipped
+        .as_ref()
+        .and_then(|v| serde_json::from_value::<BTreeMap<String, u64>>(v.clone()).ok())
+    {
         let parts: Vec<String> = skipped.iter().map(|(k, v)| format!("{k}={v}")).collect();
         println!("bad images skipped: {}", parts.join(" "));
     }
@@ -172,29 +178,31 @@ fn print_plan(report: &BuildReport) {
 
 /// What packing did to each split's documents, and how fast it ran.
 fn print_pack(report: &BuildReport) {
-    let Some(pack) = report.pack.as_ref().and_then(|p| p.as_object()) else {
+    // The report's copy of the manifest's `build.pack`.
+    let Some(pack) = report.pack.as_ref().and_then(|p| {
+        serde_json::from_value::<BTreeMap<String, tessera_reader::PackRecord>>(p.clone()).ok()
+    }) else {
         return;
     };
     for (split, p) in pack {
-        let n = |k: &str| p[k].as_u64().unwrap_or(0);
         println!(
             "pack {split}: {} documents -> {} windows, {} tokens, {:.2}% padding, \
              {} split, {} truncated ({} tokens), {} dropped, {} empty",
-            n("documents"),
-            n("windows"),
-            n("tokens"),
-            100.0 * p["padding_fraction"].as_f64().unwrap_or(0.0),
-            n("split_documents"),
-            n("truncated_documents"),
-            n("truncated_tokens"),
-            n("dropped_documents"),
-            n("empty_documents"),
+            p.documents,
+            p.windows,
+            p.tokens,
+            100.0 * p.padding_fraction,
+            p.split_documents,
+            p.truncated_documents,
+            p.truncated_tokens,
+            p.dropped_documents,
+            p.empty_documents,
         );
-        if n("skipped_conversations") > 0 {
+        if p.skipped_conversations > 0 {
             println!(
                 "pack {split}: {} conversations skipped (loss mask all zeros \
                  or all ones; on_bad_mask: skip)",
-                n("skipped_conversations")
+                p.skipped_conversations
             );
         }
     }

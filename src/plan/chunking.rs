@@ -191,45 +191,8 @@ fn push_piece(table: &SourceTable, parts: &mut Vec<FilePart>, piece: FilePart) {
     parts.push(piece);
 }
 
-/// How a build runs its query.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "plan", rename_all = "snake_case")]
-pub enum Decision {
-    /// Cut into chunk tasks over `source`.
-    Chunked {
-        /// The chunked source.
-        source: String,
-    },
-    /// One DataFusion execution over all inputs.
-    Global {
-        /// The operator that made the query global, as DataFusion names it.
-        operator: String,
-        /// Why that operator prevents chunking.
-        reason: String,
-    },
-}
-
-impl Decision {
-    /// `"chunked"` or `"global"`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Decision::Chunked { .. } => "chunked",
-            Decision::Global { .. } => "global",
-        }
-    }
-
-    /// One line for the build output.
-    pub fn describe(&self) -> String {
-        match self {
-            Decision::Chunked { source } => {
-                format!("chunked over source {source:?}: the query works row by row on it")
-            }
-            Decision::Global { operator, reason } => {
-                format!("global ({operator}): {reason}")
-            }
-        }
-    }
-}
+/// How a build runs its query: the manifest's `build.plan_detail`.
+pub use tessera_reader::PlanDecision as Decision;
 
 /// Why `source` cannot be chunked in `plan`, if it cannot; `None` when the
 /// query distributes over its rows.

@@ -248,36 +248,9 @@ pub(crate) fn query_err(
     move |e| PlanError::from_datafusion(context, e, None)
 }
 
-/// Counters read from an executed plan's metrics.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ScanMetrics {
-    /// Rows decoded by the scans: after file, row-group and page pruning,
-    /// before row-level filtering (output rows plus rows the pushed-down
-    /// filter removed inside the decoder).
-    pub rows_scanned: u64,
-    /// Parquet row groups skipped by min/max statistics.
-    pub row_groups_pruned: u64,
-    /// Parquet row groups read.
-    pub row_groups_matched: u64,
-    /// Whole Parquet files (or file ranges) skipped by their statistics.
-    pub files_pruned: u64,
-    /// Rows removed inside the Parquet decoder by pushed-down filters.
-    pub rows_pruned_in_scan: u64,
-    /// Bytes read from files.
-    pub bytes_scanned: u64,
-}
-
-impl ScanMetrics {
-    /// Adds another task's counters.
-    pub fn add(&mut self, o: &ScanMetrics) {
-        self.rows_scanned += o.rows_scanned;
-        self.row_groups_pruned += o.row_groups_pruned;
-        self.row_groups_matched += o.row_groups_matched;
-        self.files_pruned += o.files_pruned;
-        self.rows_pruned_in_scan += o.rows_pruned_in_scan;
-        self.bytes_scanned += o.bytes_scanned;
-    }
-}
+/// Counters read from an executed plan's metrics: the manifest's
+/// `build.scan`.
+pub use tessera_reader::ScanMetrics;
 
 /// DataFusion's reading options for a source (the format and its options).
 pub(crate) fn listing_options(src: &Source, config: &SessionConfig) -> ListingOptions {

@@ -4,6 +4,7 @@
 //! changes the bytes tessera writes, so it must bump [`SEMANTICS_VERSION`].
 
 use serde::{Deserialize, Serialize};
+use tessera_reader::{StatsEntry, VocabEntry};
 
 /// Version of the transform semantics; part of every artifact hash.
 /// 2: exact statistics (order- and cut-independent mean and std), global
@@ -49,9 +50,12 @@ pub fn split_of(key: &[u8], cumulative: &[f64]) -> usize {
         .unwrap_or(cumulative.len().saturating_sub(1))
 }
 
-/// Frozen statistics for one transform, as stored in the manifest.
+/// Frozen statistics for one transform. In JSON (the manifest, the files
+/// between a build's tasks) it is a [`StatsEntry`], the manifest's type; a
+/// vocabulary kept in a file of the set must be read from it first
+/// (`serving::field_stats`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(into = "StatsEntry", try_from = "StatsEntry")]
 pub enum FrozenStats {
     /// For `standardize`: `(x - mean) / std` (std 0 is replaced by 1).
     Standardize {
@@ -80,6 +84,54 @@ pub enum FrozenStats {
         /// Id given to values not in the vocabulary.
         oov: i64,
     },
+}
+
+impl From<FrozenStats> for StatsEntry {
+    fn from(s: FrozenStats) -> Self {
+        match s {
+            FrozenStats::Standardize { mean, std, count } => {
+                StatsEntry::Standardize { mean, std, count }
+            }
+            FrozenStats::MinMax { min, max, count } => StatsEntry::MinMax { min, max, count },
+            FrozenStats::Vocab {
+                values,
+                counts,
+                oov,
+            } => StatsEntry::Vocab(VocabEntry::Inline {
+                values,
+                counts,
+                oov,
+            }),
+        }
+    }
+}
+
+impl TryFrom<StatsEntry> for FrozenStats {
+    type Error = String;
+
+    /// Fails for a vocabulary kept in a file, which must be read first.
+    fn try_from(s: StatsEntry) -> Result<Self, String> {
+        Ok(match s {
+            StatsEntry::Standardize { mean, std, count } => {
+                FrozenStats::Standardize { mean, std, count }
+            }
+            StatsEntry::MinMax { min, max, count } => FrozenStats::MinMax { min, max, count },
+            StatsEntry::Vocab(VocabEntry::Inline {
+                values,
+                counts,
+                oov,
+            }) => FrozenStats::Vocab {
+                values,
+                counts,
+                oov,
+            },
+            StatsEntry::Vocab(VocabEntry::File { file, .. }) => {
+                return Err(format!(
+                    "the vocabulary is in {file}, a file of the set; it must be read from there"
+                ));
+            }
+        })
+    }
 }
 
 impl FrozenStats {

@@ -10,11 +10,7 @@ use crate::text::TOKENIZERS_LIBRARY;
 use arrow_schema::{DataType, Field as ArrowField, Schema};
 use serde_json::Value;
 use std::path::Path;
-use tessera_reader::Manifest;
-
-/// The key of the manifest's `build` object that lists the query's output
-/// columns (`[{"name": ..., "type": ...}]`, Arrow type names).
-pub const QUERY_COLUMNS_KEY: &str = "query_columns";
+use tessera_reader::{Manifest, QueryColumn, StatsEntry, VocabEntry, parse_vocab_line};
 
 /// The serving-relevant content of a manifest.
 pub struct ArtifactParts {
@@ -70,15 +66,11 @@ pub fn read(manifest: &Manifest, dir: Option<&Path>) -> Result<ArtifactParts, Tr
         .get("filter")
         .and_then(Value::as_str)
         .map(str::to_string);
-    let exact = match dir {
-        Some(d) => exact_stats(d)?,
-        None => None,
-    };
     let frozen = fields
         .iter()
-        .map(|f| frozen_of(manifest, exact.as_ref(), dir, &f.name))
+        .map(|f| frozen_of(manifest, dir, &f.name))
         .collect::<Result<Vec<_>, _>>()?;
-    let query_columns = query_columns(&manifest.build)?;
+    let query_columns = query_columns(manifest)?;
     Ok(ArtifactParts {
         fields,
         split,
@@ -114,120 +106,40 @@ fn load_tokenizers(f: &mut Field, dir: &Path) -> Result<(), TransformError> {
 }
 
 /// The frozen statistics of field `name` in the artifact at `dir`, one
-/// entry per slot, vocabularies kept in side files included (for display:
-/// floats as serde_json reads them).
+/// entry per slot, vocabularies kept in files of the set included.
 pub fn field_stats(
     manifest: &Manifest,
     dir: &Path,
     name: &str,
 ) -> Result<Option<Vec<FrozenStats>>, TransformError> {
-    frozen_of(manifest, None, Some(dir), name)
+    frozen_of(manifest, Some(dir), name)
 }
 
 /// The frozen statistics of field `name`, one entry per slot.
 fn frozen_of(
     manifest: &Manifest,
-    exact: Option<&Value>,
     dir: Option<&Path>,
     name: &str,
 ) -> Result<Option<Vec<FrozenStats>>, TransformError> {
-    let Some(entries) = manifest.stats.get(name) else {
+    let Some(entries) = manifest.stats_of(name).map_err(|e| bad(e.to_string()))? else {
         return Ok(None);
     };
-    let entries = entries
-        .as_array()
-        .ok_or_else(|| bad(format!("stats.{name} is not a list")))?;
-    let mut out = Vec::with_capacity(entries.len());
-    for (j, e) in entries.iter().enumerate() {
-        let at = format!("stats.{name}[{j}]");
-        let stat = match e.get("file").and_then(Value::as_str) {
-            Some(file) => vocab_file(manifest, dir, &at, e, file)?,
-            None => {
-                let exact = exact.and_then(|x| x.get(name)).and_then(|x| x.get(j));
-                let e = match exact {
-                    Some(x) => with_exact_floats(e, x),
-                    None => e.clone(),
-                };
-                serde_json::from_value::<FrozenStats>(e)
-                    .map_err(|err| bad(format!("{at}: {err}")))?
-            }
-        };
-        out.push(stat);
-    }
-    Ok(Some(out))
-}
-
-/// The manifest's `stats` object read again from `dir/manifest.json` with
-/// every number kept as its text. serde_json (as built here, without its
-/// `float_roundtrip` feature) may read a 17-digit float one unit in the last
-/// place off, and a frozen mean or standard deviation must be the build's
-/// exact value for the records to match; Rust's own `f64` parsing is exact.
-fn exact_stats(dir: &Path) -> Result<Option<Value>, TransformError> {
-    let path = dir.join(tessera_reader::MANIFEST_FILE);
-    let text =
-        std::fs::read_to_string(&path).map_err(|e| bad(format!("{}: {e}", path.display())))?;
-    let quoted = quote_numbers(&text);
-    let doc: Value =
-        serde_json::from_str(&quoted).map_err(|e| bad(format!("{}: {e}", path.display())))?;
-    Ok(doc.get("stats").cloned())
-}
-
-/// `text` (JSON) with every number outside strings turned into a string of
-/// its digits.
-fn quote_numbers(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + text.len() / 8);
-    let mut in_string = false;
-    let mut escaped = false;
-    let mut in_number = false;
-    for c in text.chars() {
-        if in_string {
-            out.push(c);
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-            continue;
-        }
-        let number_char = c.is_ascii_digit() || matches!(c, '-' | '+' | '.' | 'e' | 'E');
-        if in_number && !number_char {
-            out.push('"');
-            in_number = false;
-        } else if !in_number && (c.is_ascii_digit() || c == '-') {
-            out.push('"');
-            in_number = true;
-        }
-        if c == '"' {
-            in_string = true;
-        }
-        out.push(c);
-    }
-    if in_number {
-        out.push('"');
-    }
-    out
-}
-
-/// `entry` with each float replaced by the exact value of its text in
-/// `exact` (integers and strings are already exact).
-fn with_exact_floats(entry: &Value, exact: &Value) -> Value {
-    let mut out = entry.clone();
-    if let (Some(obj), Some(x)) = (out.as_object_mut(), exact.as_object()) {
-        for (k, v) in obj.iter_mut() {
-            if v.is_f64()
-                && let Some(n) = x
-                    .get(k)
-                    .and_then(Value::as_str)
-                    .and_then(|t| t.parse::<f64>().ok())
-                    .and_then(serde_json::Number::from_f64)
-            {
-                *v = Value::Number(n);
-            }
-        }
-    }
-    out
+    entries
+        .into_iter()
+        .enumerate()
+        .map(|(j, e)| match e {
+            StatsEntry::Vocab(VocabEntry::File { file, size, oov }) => vocab_file(
+                manifest,
+                dir,
+                &format!("stats.{name}[{j}]"),
+                &file,
+                size,
+                oov,
+            ),
+            inline => FrozenStats::try_from(inline).map_err(bad),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
 }
 
 /// A vocabulary stored in `file` beside the manifest: one `[value, count]`
@@ -236,8 +148,9 @@ fn vocab_file(
     manifest: &Manifest,
     dir: Option<&Path>,
     at: &str,
-    entry: &Value,
     file: &str,
+    size: u64,
+    oov: i64,
 ) -> Result<FrozenStats, TransformError> {
     let dir = dir.ok_or_else(|| {
         bad(format!(
@@ -266,15 +179,14 @@ fn vocab_file(
     }
     let (mut values, mut counts) = (Vec::new(), Vec::new());
     for (i, line) in text.lines().enumerate() {
-        let (v, c): (String, u64) = serde_json::from_str(line)
+        let (v, c) = parse_vocab_line(line)
             .map_err(|e| bad(format!("{}:{}: {e}", path.display(), i + 1)))?;
         values.push(v);
         counts.push(c);
     }
-    let size = entry.get("size").and_then(Value::as_u64);
-    if size != Some(values.len() as u64) {
+    if size != values.len() as u64 {
         return Err(bad(format!(
-            "{}: {} values, {at}.size says {size:?}",
+            "{}: {} values, {at}.size says {size}",
             path.display(),
             values.len()
         )));
@@ -282,69 +194,157 @@ fn vocab_file(
     Ok(FrozenStats::Vocab {
         values,
         counts,
-        oov: entry.get("oov").and_then(Value::as_i64).unwrap_or(0),
+        oov,
     })
 }
 
 /// The query's output columns as recorded by the build, if it recorded them
 /// (builds before serving support did not).
-fn query_columns(build: &Value) -> Result<Option<Schema>, TransformError> {
-    let Some(list) = build.get(QUERY_COLUMNS_KEY) else {
+fn query_columns(manifest: &Manifest) -> Result<Option<Schema>, TransformError> {
+    let record = manifest.build_record().map_err(|e| bad(e.to_string()))?;
+    let Some(list) = record.and_then(|b| b.query_columns) else {
         return Ok(None);
     };
-    let list = list
-        .as_array()
-        .ok_or_else(|| bad(format!("build.{QUERY_COLUMNS_KEY} is not a list")))?;
     let mut fields = Vec::with_capacity(list.len());
     for (i, c) in list.iter().enumerate() {
-        let at = format!("build.{QUERY_COLUMNS_KEY}[{i}]");
-        let name = c
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| bad(format!("{at} has no name")))?;
-        let ty = c
-            .get("type")
-            .and_then(Value::as_str)
-            .ok_or_else(|| bad(format!("{at} has no type")))?;
-        let ty: DataType = ty
-            .parse()
-            .map_err(|e| bad(format!("{at}: type {ty:?}: {e}")))?;
-        fields.push(ArrowField::new(name, ty, true));
+        let ty: DataType = c.data_type.parse().map_err(|e| {
+            bad(format!(
+                "build.query_columns[{i}]: type {:?}: {e}",
+                c.data_type
+            ))
+        })?;
+        fields.push(ArrowField::new(&c.name, ty, true));
     }
     Ok(Some(Schema::new(fields)))
 }
 
-/// The JSON the compiler records for the query's output columns.
+/// What the compiler records for the query's output columns
+/// (`build.query_columns`).
+pub fn query_columns_record(schema: &Schema) -> Vec<QueryColumn> {
+    schema
+        .fields()
+        .iter()
+        .map(|f| QueryColumn {
+            name: f.name().clone(),
+            data_type: f.data_type().to_string(),
+        })
+        .collect()
+}
+
+/// [`query_columns_record`] as JSON (a build plan carries it so).
 pub fn query_columns_json(schema: &Schema) -> Value {
-    Value::Array(
-        schema
-            .fields()
-            .iter()
-            .map(|f| serde_json::json!({ "name": f.name(), "type": f.data_type().to_string() }))
-            .collect(),
-    )
+    // A list of objects of two strings.
+    serde_json::to_value(query_columns_record(schema)).unwrap_or_default()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn manifest() -> Manifest {
+        use tessera_reader::{Compression, DType, FieldSpec, RecordLayout, ShardInfo, SplitInfo};
+        let layout = RecordLayout::packed(&[FieldSpec::new("x", DType::F64, &[])]).expect("layout");
+        let shard = ShardInfo {
+            file: "s.bin".into(),
+            rows: 1,
+            bytes: 4096 + 8,
+            blake3: "ab".repeat(32),
+            compression: Compression::None,
+            stored_bytes: None,
+            stored_blake3: None,
+        };
+        let split = SplitInfo {
+            name: "all".into(),
+            start: 0,
+            rows: 1,
+        };
+        Manifest::new(layout, vec![shard], vec![split]).expect("manifest")
+    }
+
+    fn reread(m: &Manifest) -> Manifest {
+        Manifest::parse(&m.to_json(), Path::new("manifest.json")).expect("parse")
+    }
+
     #[test]
-    fn floats_are_read_exactly() {
-        // A value serde_json's default parser reads one unit in the last
-        // place off (found in a build's standard deviation).
-        let text = r#"{"stats": {"f": [{"kind": "standardize", "count": 3, "mean": -1.5e-3, "std": 255.27502614907138}]}, "s": "a \"1\" 2"}"#;
-        let lossy: Value = serde_json::from_str(text).expect("json");
-        let exact: Value = serde_json::from_str(&quote_numbers(text)).expect("quoted json");
-        assert_eq!(exact["s"], lossy["s"]);
-        let e = with_exact_floats(&lossy["stats"]["f"][0], &exact["stats"]["f"][0]);
-        assert_eq!(
-            e["std"].as_f64(),
-            Some("255.27502614907138".parse::<f64>().expect("f64"))
+    fn frozen_floats_come_back_from_the_manifest_exactly() {
+        // 255.27502614907138 is a standard deviation serde_json once read one
+        // unit in the last place off; the workspace's serde_json has
+        // `float_roundtrip`, in this crate built alone too.
+        let mut xs = vec![
+            "255.27502614907138".parse::<f64>().expect("f64"),
+            -1.5e-3,
+            55.340811965811966,
+            -0.1,
+            1e300,
+        ];
+        let mut r: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..10_000 {
+            r ^= r << 13;
+            r ^= r >> 7;
+            r ^= r << 17;
+            let x = f64::from_bits(r);
+            xs.push(if x.is_finite() {
+                x
+            } else {
+                (r >> 11) as f64 * 1e-9
+            });
+        }
+        let frozen: Vec<FrozenStats> = xs
+            .chunks(2)
+            .enumerate()
+            .map(|(i, p)| {
+                let (a, b) = (p[0], p.get(1).copied().unwrap_or(2.0));
+                match i % 2 {
+                    0 => FrozenStats::Standardize {
+                        mean: a,
+                        std: b,
+                        count: 3,
+                    },
+                    _ => FrozenStats::MinMax {
+                        min: a,
+                        max: b,
+                        count: 3,
+                    },
+                }
+            })
+            .collect();
+        let mut m = manifest();
+        let entries = frozen.iter().cloned().map(StatsEntry::from).collect();
+        m.set_stats(&std::collections::BTreeMap::from([(
+            "x".to_string(),
+            entries,
+        )]));
+        let back = frozen_of(&reread(&m), None, "x")
+            .expect("read")
+            .expect("present");
+        let bits = |s: &FrozenStats| match *s {
+            FrozenStats::Standardize { mean, std, .. } => [mean.to_bits(), std.to_bits()],
+            FrozenStats::MinMax { min, max, .. } => [min.to_bits(), max.to_bits()],
+            FrozenStats::Vocab { .. } => [0, 0],
+        };
+        assert_eq!(back.len(), frozen.len());
+        for (a, b) in frozen.iter().zip(&back) {
+            assert_eq!(bits(a), bits(b), "{a:?} read back as {b:?}");
+        }
+    }
+
+    #[test]
+    fn a_vocabulary_in_a_file_needs_the_directory() {
+        let mut m = manifest();
+        let entry = StatsEntry::Vocab(VocabEntry::File {
+            file: "vocab-x-0.jsonl".into(),
+            size: 5000,
+            oov: 0,
+        });
+        m.set_stats(&std::collections::BTreeMap::from([(
+            "x".to_string(),
+            vec![entry],
+        )]));
+        let err = frozen_of(&m, None, "x").expect_err("an error").to_string();
+        assert!(
+            err.contains("stats.x[0]: the vocabulary is in vocab-x-0.jsonl"),
+            "{err}"
         );
-        assert_eq!(e["mean"].as_f64(), Some(-1.5e-3));
-        assert_eq!(e["count"].as_u64(), Some(3));
-        assert_eq!(e["kind"], "standardize");
     }
 
     #[test]
@@ -376,8 +376,12 @@ mod tests {
                 .map(|(i, t)| ArrowField::new(format!("c{i}"), t.clone(), true))
                 .collect::<Vec<_>>(),
         );
-        let json = serde_json::json!({ QUERY_COLUMNS_KEY: query_columns_json(&schema) });
-        let back = query_columns(&json).expect("parse").expect("present");
+        let mut m = manifest();
+        m.set_build_record(&tessera_reader::BuildRecord {
+            query_columns: Some(query_columns_record(&schema)),
+            ..Default::default()
+        });
+        let back = query_columns(&reread(&m)).expect("parse").expect("present");
         for (a, b) in schema.fields().iter().zip(back.fields()) {
             assert_eq!(a.data_type(), b.data_type(), "{}", a.name());
         }
