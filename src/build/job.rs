@@ -140,6 +140,35 @@ impl Job<'_> {
     }
 }
 
+/// The shards of every chunk ordered split-major (chunk order within a
+/// split), and each split's first record and rows.
+fn split_major(
+    names: &[String],
+    outputs: &[(EncodeOutput, ScanMetrics)],
+) -> (Vec<ShardInfo>, Vec<SplitInfo>) {
+    let mut shards: Vec<ShardInfo> = Vec::new();
+    let mut splits = Vec::new();
+    let mut start = 0u64;
+    for (s, name) in names.iter().enumerate() {
+        let mut rows = 0;
+        for (out, _) in outputs {
+            for (si, info) in &out.shards {
+                if *si == s {
+                    shards.push(info.clone());
+                }
+            }
+            rows += out.rows_per_split.get(s).copied().unwrap_or(0);
+        }
+        splits.push(SplitInfo {
+            name: name.clone(),
+            start,
+            rows,
+        });
+        start += rows;
+    }
+    (shards, splits)
+}
+
 /// The last step of a build: the task outputs assembled into a manifest.
 pub(crate) struct Commit<'a> {
     pub(crate) spec: &'a Spec,
@@ -173,26 +202,7 @@ impl Commit<'_> {
         let names = split_names(spec);
         let mut scan = self.scan;
         let mut rows_kept = 0;
-        let mut shards: Vec<ShardInfo> = Vec::new();
-        let mut splits = Vec::new();
-        let mut start = 0u64;
-        for (s, name) in names.iter().enumerate() {
-            let mut rows = 0;
-            for (out, _) in &outputs {
-                for (si, info) in &out.shards {
-                    if *si == s {
-                        shards.push(info.clone());
-                    }
-                }
-                rows += out.rows_per_split.get(s).copied().unwrap_or(0);
-            }
-            splits.push(SplitInfo {
-                name: name.clone(),
-                start,
-                rows,
-            });
-            start += rows;
-        }
+        let (mut shards, mut splits) = split_major(&names, &outputs);
         // Every image field that skips bad images has a count, 0 included.
         let mut skipped: BTreeMap<String, u64> = spec
             .fields
