@@ -20,10 +20,19 @@
 //! - [`batches`]: the [`Batches`] iterator and its prefetch threads,
 //! - [`handoff`]: the bounded queue between a prefetch thread and the
 //!   consumer.
+//!
+//! The bytes in flight are capped: each thread may hold `prefetch + 1`
+//! batches (queued, or being built), fewer when that many batches of this
+//! byte size would not fit [`IN_FLIGHT_BYTES`] together ([`depth`]). Large
+//! records (224x224x3 images: 9.6 MB batches of 64) then cycle a few
+//! buffers that stay in the cache instead of many that do not; small ones
+//! keep the full depth.
 
 mod batches;
 mod build;
 mod handoff;
+#[cfg(test)]
+mod tests;
 
 pub use batches::Batches;
 
@@ -56,7 +65,10 @@ pub struct LoaderConfig {
     pub last_batch: LastBatch,
     /// Prefetch threads; 0 builds batches on the consuming thread.
     pub threads: usize,
-    /// Batches each thread may build ahead (at least 1).
+    /// Batches each thread may build ahead (at least 1): each holds at
+    /// most `prefetch + 1` in flight, fewer when their bytes would pass a
+    /// cache-sized budget (16 MiB for all the threads, at least one batch
+    /// each). The batches are the same at any depth.
     pub prefetch: usize,
     /// Which of `num_workers` interleaved sub-streams this loader yields:
     /// batches `k` with `k % num_workers == worker`. For data-loader worker
@@ -96,11 +108,29 @@ impl Default for LoaderConfig {
     }
 }
 
+/// Bytes of batch buffers the prefetch threads together may hold in
+/// flight (queued for the consumer, or being built), when the depth asked
+/// for would hold more: half the 32 MiB L3 of the machine this was measured
+/// on, so the buffers cycled stay in the cache with the consumer's.
+pub(crate) const IN_FLIGHT_BYTES: u64 = 16 << 20;
+
+/// Batches each of `threads` prefetch threads may hold in flight (queued,
+/// or being built): `prefetch + 1`, or as many as fit
+/// [`IN_FLIGHT_BYTES`] with batches of `batch_bytes`, but at least 1.
+pub(crate) fn depth(threads: usize, prefetch: usize, batch_bytes: u64) -> usize {
+    let full = prefetch.max(1) + 1;
+    let all = (threads.max(1) as u64).saturating_mul(batch_bytes.max(1));
+    usize::try_from(IN_FLIGHT_BYTES / all)
+        .unwrap_or(usize::MAX)
+        .clamp(1, full)
+}
+
 /// Streams batches of one dataset view for one rank.
 ///
 /// The loader keeps a small pool of batch buffers (at most
-/// `threads * (prefetch + 1) + 2`) that every epoch started from it reuses,
-/// so starting an epoch does not allocate and page-fault its buffers anew.
+/// `threads * depth + 2`, see [`depth`]) that every epoch started from it
+/// reuses, so starting an epoch does not allocate and page-fault its
+/// buffers anew.
 #[derive(Clone, Debug)]
 pub struct Loader {
     source: Source,
@@ -108,6 +138,8 @@ pub struct Loader {
     schedule: Schedule,
     layout: Arc<RecordLayout>,
     pool: Arc<BufPool>,
+    /// Batches each prefetch thread may hold in flight ([`depth`]).
+    depth: usize,
 }
 
 /// What a loader reads: one dataset view, or a mixture of several.
@@ -239,21 +271,25 @@ impl Loader {
                 cfg.threads
             )));
         }
-        let buf_bytes = cfg.batch_size.checked_mul(source.stride() as u64);
-        if buf_bytes.is_none_or(|b| b > (1 << 40)) {
-            return Err(Error::InvalidArgument(format!(
-                "batch_size {} x stride {} is too large",
-                cfg.batch_size,
-                source.stride()
-            )));
-        }
-        let pool = BufPool::new(cfg.threads.max(1) * (cfg.prefetch.max(1) + 1) + 2);
+        let buf_bytes = match cfg.batch_size.checked_mul(source.stride() as u64) {
+            Some(b) if b <= (1 << 40) => b,
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "batch_size {} x stride {} is too large",
+                    cfg.batch_size,
+                    source.stride()
+                )));
+            }
+        };
+        let depth = depth(cfg.threads, cfg.prefetch, buf_bytes);
+        let pool = BufPool::new(cfg.threads.max(1) * depth + 2);
         Ok(Loader {
             layout: Arc::new(source.layout().clone()),
             source,
             cfg,
             schedule,
             pool,
+            depth,
         })
     }
 
@@ -405,12 +441,12 @@ impl Loader {
         });
         let total = self.len_from(cursor.position);
         let threads = self.cfg.threads.min(total as usize);
-        let prefetch = self.cfg.prefetch.max(1);
+        let capped = self.depth <= self.cfg.prefetch.max(1);
         Batches::spawn(
             job,
             Arc::clone(&self.pool),
             threads,
-            prefetch,
+            (self.depth, capped),
             total,
             cursor,
             plan,
