@@ -21,12 +21,14 @@
 //! - [`handoff`]: the bounded queue between a prefetch thread and the
 //!   consumer.
 //!
-//! The bytes in flight are capped: each thread may hold `prefetch + 1`
-//! batches (queued, or being built), fewer when that many batches of this
-//! byte size would not fit [`IN_FLIGHT_BYTES`] together ([`depth`]). Large
-//! records (224x224x3 images: 9.6 MB batches of 64) then cycle a few
-//! buffers that stay in the cache instead of many that do not; small ones
-//! keep the full depth.
+//! The bytes in flight are capped: no more threads are started than have
+//! one batch each in [`IN_FLIGHT_BYTES`] ([`busy_threads`]), and each may
+//! hold `prefetch + 1` batches (queued, or being built), fewer when that
+//! many batches of this byte size would not fit [`IN_FLIGHT_BYTES`]
+//! together ([`depth`]). Large records (224x224x3 images: 9.6 MB batches
+//! of 64) then cycle two buffers, one thread's and the consumer's, that stay
+//! in the cache instead of seven that do not; small ones keep every thread
+//! and the full depth.
 
 mod batches;
 mod build;
@@ -63,7 +65,10 @@ pub struct LoaderConfig {
     pub world_size: u64,
     /// Policy for the last, short global batch.
     pub last_batch: LastBatch,
-    /// Prefetch threads; 0 builds batches on the consuming thread.
+    /// Prefetch threads; 0 builds batches on the consuming thread. Fewer
+    /// are started (at least one) when their batches would not fit a
+    /// cache-sized budget, one batch each (16 MiB: one thread for 9.6 MB
+    /// batches). The batches are the same for any count.
     pub threads: usize,
     /// Batches each thread may build ahead (at least 1): each holds at
     /// most `prefetch + 1` in flight, fewer when their bytes would pass a
@@ -117,6 +122,19 @@ pub(crate) const IN_FLIGHT_BYTES: u64 = 16 << 20;
 /// Batches each of `threads` prefetch threads may hold in flight (queued,
 /// or being built): `prefetch + 1`, or as many as fit
 /// [`IN_FLIGHT_BYTES`] with batches of `batch_bytes`, but at least 1.
+/// Prefetch threads started out of the `threads` asked for, with batches
+/// of `batch_bytes`: no more than have one batch each in
+/// [`IN_FLIGHT_BYTES`], but at least one (none if none are asked for).
+/// More threads, each with a buffer out of the cache, made two threads
+/// slower than one on 9.6 MB batches (two cores), without building more.
+pub(crate) fn busy_threads(threads: usize, batch_bytes: u64) -> usize {
+    let fit = IN_FLIGHT_BYTES / batch_bytes.max(1);
+    usize::try_from(fit)
+        .unwrap_or(usize::MAX)
+        .max(1)
+        .min(threads)
+}
+
 pub(crate) fn depth(threads: usize, prefetch: usize, batch_bytes: u64) -> usize {
     let full = prefetch.max(1) + 1;
     let all = (threads.max(1) as u64).saturating_mul(batch_bytes.max(1));
@@ -128,7 +146,7 @@ pub(crate) fn depth(threads: usize, prefetch: usize, batch_bytes: u64) -> usize 
 /// Streams batches of one dataset view for one rank.
 ///
 /// The loader keeps a small pool of batch buffers (at most
-/// `threads * depth + 2`, see [`depth`]) that every epoch started from it
+/// `busy * depth + 2`, see [`busy_threads`] and [`depth`]) that every epoch started from it
 /// reuses, so starting an epoch does not allocate and page-fault its
 /// buffers anew.
 #[derive(Clone, Debug)]
@@ -140,6 +158,8 @@ pub struct Loader {
     pool: Arc<BufPool>,
     /// Batches each prefetch thread may hold in flight ([`depth`]).
     depth: usize,
+    /// Prefetch threads started ([`busy_threads`]).
+    busy: usize,
 }
 
 /// What a loader reads: one dataset view, or a mixture of several.
@@ -281,8 +301,9 @@ impl Loader {
                 )));
             }
         };
-        let depth = depth(cfg.threads, cfg.prefetch, buf_bytes);
-        let pool = BufPool::new(cfg.threads.max(1) * depth + 2);
+        let busy = busy_threads(cfg.threads, buf_bytes);
+        let depth = depth(busy, cfg.prefetch, buf_bytes);
+        let pool = BufPool::new(busy.max(1) * depth + 2);
         Ok(Loader {
             layout: Arc::new(source.layout().clone()),
             source,
@@ -290,6 +311,7 @@ impl Loader {
             schedule,
             pool,
             depth,
+            busy,
         })
     }
 
@@ -440,7 +462,7 @@ impl Loader {
             zero_copy: self.cfg.zero_copy,
         });
         let total = self.len_from(cursor.position);
-        let threads = self.cfg.threads.min(total as usize);
+        let threads = self.busy.min(total as usize);
         let capped = self.depth <= self.cfg.prefetch.max(1);
         Batches::spawn(
             job,

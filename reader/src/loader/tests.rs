@@ -1,7 +1,7 @@
 //! The cap on batches in flight: the depth rule, the pool it sizes, and
 //! that a capped depth changes no batch.
 
-use super::{IN_FLIGHT_BYTES, Loader, LoaderConfig, depth};
+use super::{IN_FLIGHT_BYTES, Loader, LoaderConfig, busy_threads, depth};
 use crate::dataset::Dataset;
 use crate::dtype::DType;
 use crate::layout::{FieldSpec, RecordLayout};
@@ -74,15 +74,35 @@ fn depth_follows_the_byte_budget() {
 }
 
 #[test]
+fn threads_are_capped_by_the_byte_budget() {
+    const MIB: u64 = 1 << 20;
+    let image = 224 * 224 * 3 + 8;
+    // Small batches: every thread asked for.
+    assert_eq!(busy_threads(2, 160 * 4096), 2);
+    assert_eq!(busy_threads(8, 160 * 4096), 8);
+    assert_eq!(busy_threads(2, image * 16), 2);
+    // 9.6 MB batches: one thread; 4 MiB: four; none stays none.
+    assert_eq!(busy_threads(2, image * 64), 1);
+    assert_eq!(busy_threads(8, 4 * MIB), 4);
+    assert_eq!(busy_threads(3, 4 * MIB), 3);
+    assert_eq!(busy_threads(0, 4 * MIB), 0);
+    assert_eq!(busy_threads(0, 1), 0);
+    assert_eq!(busy_threads(4, 1 << 40), 1);
+}
+
+#[test]
 fn the_pool_holds_threads_times_depth_plus_two() {
     let (_dir, ds) = write_set(64, 32 << 10);
-    for (threads, prefetch, batch, want_depth) in [
-        // 160 batches of 32 KiB = 5 MiB: 3 fit in 16 MiB.
-        (1usize, 8usize, 160u64, 3usize),
-        (2, 2, 160, 1),
-        (0, 2, 160, 3),
-        (2, 2, 4, 3),
-        (3, 1, 4, 2),
+    for (threads, prefetch, batch, want_busy, want_depth) in [
+        // 160 records of 32 KiB = 5 MiB: 3 fit in 16 MiB.
+        (1usize, 8usize, 160u64, 1usize, 3usize),
+        (2, 2, 160, 2, 1),
+        (0, 2, 160, 0, 3),
+        // 128 KiB: the full depth.
+        (2, 2, 4, 2, 3),
+        (3, 1, 4, 3, 2),
+        // 10 MiB: one thread, one batch.
+        (2, 2, 320, 1, 1),
     ] {
         let cfg = LoaderConfig {
             batch_size: batch,
@@ -92,8 +112,9 @@ fn the_pool_holds_threads_times_depth_plus_two() {
             ..Default::default()
         };
         let l = Loader::new(&ds, cfg).unwrap();
+        assert_eq!(l.busy, want_busy, "threads {threads} batch {batch}");
         assert_eq!(l.depth, want_depth, "threads {threads} batch {batch}");
-        let want_cap = threads.max(1) * want_depth + 2;
+        let want_cap = want_busy.max(1) * want_depth + 2;
         assert_eq!(pool_cap(&l), want_cap.to_string());
     }
 }
@@ -101,7 +122,8 @@ fn the_pool_holds_threads_times_depth_plus_two() {
 #[test]
 fn large_batches_are_capped_and_unchanged() {
     // 300 records of 32 KiB in batches of 192 (6 MiB): one thread holds
-    // two batches, two or three threads one each (all capped depths).
+    // two batches, two one each (all capped depths); of three asked for,
+    // two start.
     let (_dir, ds) = write_set(300, 32 << 10);
     for shuffle in [true, false] {
         let cfg = LoaderConfig {
@@ -115,7 +137,7 @@ fn large_batches_are_capped_and_unchanged() {
         };
         let reference = batches(&Loader::new(&ds, cfg.clone()).unwrap(), 3);
         assert_eq!(reference.len(), 6);
-        for (threads, want_depth) in [(1, 2), (2, 1), (3, 1)] {
+        for (threads, want_busy, want_depth) in [(1, 1, 2), (2, 2, 1), (3, 2, 1)] {
             let l = Loader::new(
                 &ds,
                 LoaderConfig {
@@ -124,7 +146,7 @@ fn large_batches_are_capped_and_unchanged() {
                 },
             )
             .unwrap();
-            assert_eq!(l.depth, want_depth);
+            assert_eq!((l.busy, l.depth), (want_busy, want_depth));
             assert!(l.depth <= l.cfg.prefetch, "the depth is capped");
             assert_eq!(batches(&l, 3), reference, "threads {threads}");
         }
