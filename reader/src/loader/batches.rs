@@ -33,14 +33,16 @@ pub struct Batches {
 }
 
 impl Batches {
-    /// Starts `threads` prefetch threads (each with a queue of `prefetch`
-    /// batches) for the `total` batches of `job`; with none, or when one
-    /// cannot be started, the consumer builds every batch.
+    /// Starts `threads` prefetch threads (each holding at most `depth`
+    /// batches in flight, see [`super::depth`]; `capped` when that is less
+    /// than the configured `prefetch + 1`) for the `total` batches of `job`;
+    /// with none, or when one cannot be started, the consumer builds every
+    /// batch.
     pub(super) fn spawn(
         job: Arc<Job>,
         pool: Arc<BufPool>,
         threads: usize,
-        prefetch: usize,
+        (depth, capped): (usize, bool),
         total: u64,
         cursor: Cursor,
         plan: Option<PlanHandle>,
@@ -49,12 +51,18 @@ impl Batches {
         let mut handles = Vec::with_capacity(threads);
         // Thread t builds its batches t, t + T, ... in order.
         for t in 0..threads {
-            let (tx, rx) = handoff(prefetch);
+            // At the full depth a thread builds one batch while `depth - 1`
+            // wait in its queue; a capped one waits for room in a queue of
+            // `depth` before it takes a buffer and builds.
+            let (tx, rx) = handoff(if capped { depth } else { depth - 1 });
             let job = Arc::clone(&job);
             let pool = Arc::clone(&pool);
             let spawned = std::thread::Builder::new()
                 .name(format!("tessera-prefetch-{t}"))
-                .spawn(move || produce(&job, &pool, t as u64, threads as u64, total, tx));
+                .spawn(move || {
+                    let steps = (t as u64, threads as u64, total);
+                    produce(&job, &pool, steps, capped, tx)
+                });
             match spawned {
                 Ok(h) => {
                     queues.push(rx);

@@ -172,21 +172,27 @@ pub(super) struct Scratch {
 }
 
 /// Prefetch thread `t` of `step`: builds batches `t, t + step, ...` below
-/// `total`, in order, into its queue.
+/// `total`, in order, into its queue. With `wait_first` it waits for room
+/// in the queue before building each batch (so its batches in flight are
+/// at most the queue's capacity), otherwise only before queueing it.
 pub(super) fn produce(
     job: &Job,
     pool: &Arc<BufPool>,
-    t: u64,
-    step: u64,
-    total: u64,
+    (t, step, total): (u64, u64, u64),
+    wait_first: bool,
     tx: Sender<Result<Batch>>,
 ) {
     let mut scratch = Scratch::default();
     let mut j = t;
     while j < total {
         // A borrowed batch is the consumer's to make (see `Batches::take`).
-        if !job.borrows(j) && tx.send(job.build(j, pool, &mut scratch)).is_err() {
-            return; // the consumer went away
+        if !job.borrows(j) {
+            if wait_first && !tx.wait_room() {
+                return; // the consumer went away
+            }
+            if tx.send(job.build(j, pool, &mut scratch)).is_err() {
+                return;
+            }
         }
         j += step;
     }

@@ -64,6 +64,20 @@ impl<T> Handoff<T> {
 pub(super) struct Sender<T>(Arc<Handoff<T>>);
 
 impl<T> Sender<T> {
+    /// Waits until the queue has room for one more item; `false` once the
+    /// consumer is gone. A thread that calls it before building each item
+    /// keeps at most `cap` items of its own in flight (queued or being
+    /// built), not `cap + 1`.
+    pub(super) fn wait_room(&self) -> bool {
+        let h = &self.0;
+        let mut s = h.lock();
+        while s.items.len() >= h.cap && !s.consumer_gone {
+            s.producer_waiting = true;
+            s = h.room.wait(s).unwrap_or_else(PoisonError::into_inner);
+        }
+        !s.consumer_gone
+    }
+
     /// Queues `item`, waiting for room; `Err` once the consumer is gone.
     pub(super) fn send(&self, item: T) -> std::result::Result<(), T> {
         let h = &self.0;

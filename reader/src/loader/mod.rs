@@ -20,10 +20,21 @@
 //! - [`batches`]: the [`Batches`] iterator and its prefetch threads,
 //! - [`handoff`]: the bounded queue between a prefetch thread and the
 //!   consumer.
+//!
+//! The bytes in flight are capped: no more threads are started than have
+//! one batch each in [`IN_FLIGHT_BYTES`] ([`busy_threads`]), and each may
+//! hold `prefetch + 1` batches (queued, or being built), fewer when that
+//! many batches of this byte size would not fit [`IN_FLIGHT_BYTES`]
+//! together ([`depth`]). Large records (224x224x3 images: 9.6 MB batches
+//! of 64) then cycle two buffers, one thread's and the consumer's, that stay
+//! in the cache instead of seven that do not; small ones keep every thread
+//! and the full depth.
 
 mod batches;
 mod build;
 mod handoff;
+#[cfg(test)]
+mod tests;
 
 pub use batches::Batches;
 
@@ -54,9 +65,15 @@ pub struct LoaderConfig {
     pub world_size: u64,
     /// Policy for the last, short global batch.
     pub last_batch: LastBatch,
-    /// Prefetch threads; 0 builds batches on the consuming thread.
+    /// Prefetch threads; 0 builds batches on the consuming thread. Fewer
+    /// are started (at least one) when their batches would not fit a
+    /// cache-sized budget, one batch each (16 MiB: one thread for 9.6 MB
+    /// batches). The batches are the same for any count.
     pub threads: usize,
-    /// Batches each thread may build ahead (at least 1).
+    /// Batches each thread may build ahead (at least 1): each holds at
+    /// most `prefetch + 1` in flight, fewer when their bytes would pass a
+    /// cache-sized budget (16 MiB for all the threads, at least one batch
+    /// each). The batches are the same at any depth.
     pub prefetch: usize,
     /// Which of `num_workers` interleaved sub-streams this loader yields:
     /// batches `k` with `k % num_workers == worker`. For data-loader worker
@@ -96,11 +113,42 @@ impl Default for LoaderConfig {
     }
 }
 
+/// Bytes of batch buffers the prefetch threads together may hold in
+/// flight (queued for the consumer, or being built), when the depth asked
+/// for would hold more: half the 32 MiB L3 of the machine this was measured
+/// on, so the buffers cycled stay in the cache with the consumer's.
+pub(crate) const IN_FLIGHT_BYTES: u64 = 16 << 20;
+
+/// Batches each of `threads` prefetch threads may hold in flight (queued,
+/// or being built): `prefetch + 1`, or as many as fit
+/// [`IN_FLIGHT_BYTES`] with batches of `batch_bytes`, but at least 1.
+/// Prefetch threads started out of the `threads` asked for, with batches
+/// of `batch_bytes`: no more than have one batch each in
+/// [`IN_FLIGHT_BYTES`], but at least one (none if none are asked for).
+/// More threads, each with a buffer out of the cache, made two threads
+/// slower than one on 9.6 MB batches (two cores), without building more.
+pub(crate) fn busy_threads(threads: usize, batch_bytes: u64) -> usize {
+    let fit = IN_FLIGHT_BYTES / batch_bytes.max(1);
+    usize::try_from(fit)
+        .unwrap_or(usize::MAX)
+        .max(1)
+        .min(threads)
+}
+
+pub(crate) fn depth(threads: usize, prefetch: usize, batch_bytes: u64) -> usize {
+    let full = prefetch.max(1) + 1;
+    let all = (threads.max(1) as u64).saturating_mul(batch_bytes.max(1));
+    usize::try_from(IN_FLIGHT_BYTES / all)
+        .unwrap_or(usize::MAX)
+        .clamp(1, full)
+}
+
 /// Streams batches of one dataset view for one rank.
 ///
 /// The loader keeps a small pool of batch buffers (at most
-/// `threads * (prefetch + 1) + 2`) that every epoch started from it reuses,
-/// so starting an epoch does not allocate and page-fault its buffers anew.
+/// `busy * depth + 2`, see [`busy_threads`] and [`depth`]) that every epoch started from it
+/// reuses, so starting an epoch does not allocate and page-fault its
+/// buffers anew.
 #[derive(Clone, Debug)]
 pub struct Loader {
     source: Source,
@@ -108,6 +156,10 @@ pub struct Loader {
     schedule: Schedule,
     layout: Arc<RecordLayout>,
     pool: Arc<BufPool>,
+    /// Batches each prefetch thread may hold in flight ([`depth`]).
+    depth: usize,
+    /// Prefetch threads started ([`busy_threads`]).
+    busy: usize,
 }
 
 /// What a loader reads: one dataset view, or a mixture of several.
@@ -239,21 +291,27 @@ impl Loader {
                 cfg.threads
             )));
         }
-        let buf_bytes = cfg.batch_size.checked_mul(source.stride() as u64);
-        if buf_bytes.is_none_or(|b| b > (1 << 40)) {
-            return Err(Error::InvalidArgument(format!(
-                "batch_size {} x stride {} is too large",
-                cfg.batch_size,
-                source.stride()
-            )));
-        }
-        let pool = BufPool::new(cfg.threads.max(1) * (cfg.prefetch.max(1) + 1) + 2);
+        let buf_bytes = match cfg.batch_size.checked_mul(source.stride() as u64) {
+            Some(b) if b <= (1 << 40) => b,
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "batch_size {} x stride {} is too large",
+                    cfg.batch_size,
+                    source.stride()
+                )));
+            }
+        };
+        let busy = busy_threads(cfg.threads, buf_bytes);
+        let depth = depth(busy, cfg.prefetch, buf_bytes);
+        let pool = BufPool::new(busy.max(1) * depth + 2);
         Ok(Loader {
             layout: Arc::new(source.layout().clone()),
             source,
             cfg,
             schedule,
             pool,
+            depth,
+            busy,
         })
     }
 
@@ -404,13 +462,13 @@ impl Loader {
             zero_copy: self.cfg.zero_copy,
         });
         let total = self.len_from(cursor.position);
-        let threads = self.cfg.threads.min(total as usize);
-        let prefetch = self.cfg.prefetch.max(1);
+        let threads = self.busy.min(total as usize);
+        let capped = self.depth <= self.cfg.prefetch.max(1);
         Batches::spawn(
             job,
             Arc::clone(&self.pool),
             threads,
-            prefetch,
+            (self.depth, capped),
             total,
             cursor,
             plan,

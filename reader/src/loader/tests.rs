@@ -1,0 +1,204 @@
+//! The cap on batches in flight: the depth rule, the pool it sizes, and
+//! that a capped depth changes no batch.
+
+use super::{IN_FLIGHT_BYTES, Loader, LoaderConfig, busy_threads, depth};
+use crate::dataset::Dataset;
+use crate::dtype::DType;
+use crate::layout::{FieldSpec, RecordLayout};
+use crate::order::{Cursor, LastBatch};
+use crate::writer::ShardSetWriter;
+
+/// A set of `rows` records of `stride` bytes (at least 8); record `i`
+/// starts with `i` and every byte depends on `i`.
+fn write_set(rows: u64, stride: usize) -> (tempfile::TempDir, Dataset) {
+    let dir = tempfile::tempdir().unwrap();
+    let layout = RecordLayout::packed(&[
+        FieldSpec::new("i", DType::U64, &[]),
+        FieldSpec::new("pad", DType::U8, &[stride as u64 - 8]),
+    ])
+    .unwrap();
+    let mut w = ShardSetWriter::new(dir.path(), layout, 4 << 20).unwrap();
+    w.begin_split("all").unwrap();
+    for i in 0..rows {
+        let mut rec: Vec<u8> = (0..stride)
+            .map(|b| (i.wrapping_mul(97) ^ (b as u64).wrapping_mul(31)) as u8)
+            .collect();
+        rec[..8].copy_from_slice(&i.to_le_bytes());
+        w.write_records(&rec).unwrap();
+    }
+    w.finish().unwrap();
+    let ds = Dataset::open(dir.path()).unwrap();
+    (dir, ds)
+}
+
+/// Every batch of epochs `0..epochs`: its index and bytes.
+fn batches(l: &Loader, epochs: u64) -> Vec<(u64, Vec<u8>)> {
+    (0..epochs)
+        .flat_map(|e| l.epoch(e).map(|b| (b.index(), b.bytes().to_vec())))
+        .collect()
+}
+
+fn pool_cap(l: &Loader) -> String {
+    let s = format!("{:?}", l.pool);
+    let at = s.find("cap: ").unwrap() + 5;
+    s[at..].chars().take_while(char::is_ascii_digit).collect()
+}
+
+#[test]
+fn depth_follows_the_byte_budget() {
+    const MIB: u64 = 1 << 20;
+    assert_eq!(IN_FLIGHT_BYTES, 16 * MIB);
+    // 160-byte records in batches of 256 or 4096: the full depth.
+    assert_eq!(depth(2, 2, 160 * 256), 3);
+    assert_eq!(depth(2, 2, 160 * 4096), 3);
+    assert_eq!(depth(2, 8, 160 * 4096), 9);
+    // ... but eight threads of them share 16 MiB: 3 each (5.2 MB).
+    assert_eq!(depth(8, 8, 160 * 4096), 3);
+    // 224x224x3 + id in batches of 16 (2.4 MB): three fit per thread.
+    let image = 224 * 224 * 3 + 8;
+    assert_eq!(depth(2, 2, image * 16), 3);
+    assert_eq!(depth(2, 8, image * 16), 3);
+    // ... in batches of 64 (9.6 MB): one per thread, with one or two.
+    assert_eq!(depth(2, 2, image * 64), 1);
+    assert_eq!(depth(1, 2, image * 64), 1);
+    // 4 MiB batches: 16 MiB hold 4, shared by the threads.
+    assert_eq!(depth(1, 8, 4 * MIB), 4);
+    assert_eq!(depth(2, 8, 4 * MIB), 2);
+    assert_eq!(depth(4, 8, 4 * MIB), 1);
+    // No thread counts as one; never less than one batch, nor more than
+    // the prefetch asked for (prefetch 0 means 1).
+    assert_eq!(depth(0, 8, 4 * MIB), 4);
+    assert_eq!(depth(2, 0, 1), 2);
+    assert_eq!(depth(256, 2, 1 << 40), 1);
+    assert_eq!(depth(2, 2, 0), 3);
+}
+
+#[test]
+fn threads_are_capped_by_the_byte_budget() {
+    const MIB: u64 = 1 << 20;
+    let image = 224 * 224 * 3 + 8;
+    // Small batches: every thread asked for.
+    assert_eq!(busy_threads(2, 160 * 4096), 2);
+    assert_eq!(busy_threads(8, 160 * 4096), 8);
+    assert_eq!(busy_threads(2, image * 16), 2);
+    // 9.6 MB batches: one thread; 4 MiB: four; none stays none.
+    assert_eq!(busy_threads(2, image * 64), 1);
+    assert_eq!(busy_threads(8, 4 * MIB), 4);
+    assert_eq!(busy_threads(3, 4 * MIB), 3);
+    assert_eq!(busy_threads(0, 4 * MIB), 0);
+    assert_eq!(busy_threads(0, 1), 0);
+    assert_eq!(busy_threads(4, 1 << 40), 1);
+}
+
+#[test]
+fn the_pool_holds_threads_times_depth_plus_two() {
+    let (_dir, ds) = write_set(64, 32 << 10);
+    for (threads, prefetch, batch, want_busy, want_depth) in [
+        // 160 records of 32 KiB = 5 MiB: 3 fit in 16 MiB.
+        (1usize, 8usize, 160u64, 1usize, 3usize),
+        (2, 2, 160, 2, 1),
+        (0, 2, 160, 0, 3),
+        // 128 KiB: the full depth.
+        (2, 2, 4, 2, 3),
+        (3, 1, 4, 3, 2),
+        // 10 MiB: one thread, one batch.
+        (2, 2, 320, 1, 1),
+    ] {
+        let cfg = LoaderConfig {
+            batch_size: batch,
+            threads,
+            prefetch,
+            last_batch: LastBatch::Partial,
+            ..Default::default()
+        };
+        let l = Loader::new(&ds, cfg).unwrap();
+        assert_eq!(l.busy, want_busy, "threads {threads} batch {batch}");
+        assert_eq!(l.depth, want_depth, "threads {threads} batch {batch}");
+        let want_cap = want_busy.max(1) * want_depth + 2;
+        assert_eq!(pool_cap(&l), want_cap.to_string());
+    }
+}
+
+#[test]
+fn large_batches_are_capped_and_unchanged() {
+    // 300 records of 32 KiB in batches of 192 (6 MiB): one thread holds
+    // two batches, two one each (all capped depths); of three asked for,
+    // two start.
+    let (_dir, ds) = write_set(300, 32 << 10);
+    for shuffle in [true, false] {
+        let cfg = LoaderConfig {
+            batch_size: 192,
+            shuffle,
+            seed: 5,
+            last_batch: LastBatch::Pad,
+            threads: 0,
+            zero_copy: false,
+            ..Default::default()
+        };
+        let reference = batches(&Loader::new(&ds, cfg.clone()).unwrap(), 3);
+        assert_eq!(reference.len(), 6);
+        for (threads, want_busy, want_depth) in [(1, 1, 2), (2, 2, 1), (3, 2, 1)] {
+            let l = Loader::new(
+                &ds,
+                LoaderConfig {
+                    threads,
+                    ..cfg.clone()
+                },
+            )
+            .unwrap();
+            assert_eq!((l.busy, l.depth), (want_busy, want_depth));
+            assert!(l.depth <= l.cfg.prefetch, "the depth is capped");
+            assert_eq!(batches(&l, 3), reference, "threads {threads}");
+        }
+    }
+}
+
+#[test]
+fn a_capped_depth_changes_no_batch() {
+    // Small records, many batches, the depth forced to each capped value:
+    // the same batches as the consumer building them all.
+    let (_dir, ds) = write_set(1000, 16);
+    for (shuffle, policy, bs) in [
+        (true, LastBatch::Partial, 33),
+        (true, LastBatch::Pad, 40),
+        (false, LastBatch::Drop, 7),
+        (false, LastBatch::Pad, 64),
+    ] {
+        let cfg = LoaderConfig {
+            batch_size: bs,
+            shuffle,
+            seed: 3,
+            last_batch: policy,
+            threads: 0,
+            prefetch: 4,
+            ..Default::default()
+        };
+        let reference = batches(&Loader::new(&ds, cfg.clone()).unwrap(), 2);
+        for threads in [1, 2, 3, 5] {
+            for d in 1..=4 {
+                let mut l = Loader::new(
+                    &ds,
+                    LoaderConfig {
+                        threads,
+                        ..cfg.clone()
+                    },
+                )
+                .unwrap();
+                l.depth = d;
+                assert_eq!(batches(&l, 2), reference, "threads {threads} depth {d}");
+                // Stopping part-way and resuming gives the rest.
+                let mut it = l.epoch(1);
+                let head: Vec<_> = it.by_ref().take(3).map(|b| b.bytes().to_vec()).collect();
+                let cursor: Cursor = it.cursor();
+                drop(it);
+                let tail: Vec<_> = l
+                    .resume(cursor)
+                    .unwrap()
+                    .map(|b| b.bytes().to_vec())
+                    .collect();
+                let whole: Vec<_> = l.epoch(1).map(|b| b.bytes().to_vec()).collect();
+                assert_eq!([head, tail].concat(), whole, "threads {threads} depth {d}");
+            }
+        }
+    }
+}
