@@ -395,12 +395,14 @@ impl Pipeline<'_> {
             TaskKind::Stats => {
                 let planner = self.planner();
                 let chunk = chunk_of(&planner, task)?;
-                let (partial, m) = planner.stats_task(chunk)?;
-                if let Some(s) = stage {
+                // A chunk counts as done on the display whether it succeeded
+                // or not (its error follows).
+                let r = planner.stats_task(chunk);
+                if let (Some(s), Ok((_, m))) = (stage, &r) {
                     s.advance(m.rows_scanned, 0);
                 }
                 done();
-                out.put_stats(chunk.index, partial)
+                out.put_stats(chunk.index, r?.0)
             }
             TaskKind::Freeze => {
                 let planner = self.planner();
@@ -431,9 +433,10 @@ impl Pipeline<'_> {
                             s.advance(rows, bytes);
                         }
                     },
-                )?;
-                dir.publish()?;
+                );
                 done();
+                let encoded = encoded?;
+                dir.publish()?;
                 out.put_encoded(chunk.index, encoded)
             }
             TaskKind::Global => self.run_global(task, out),
