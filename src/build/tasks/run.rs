@@ -93,8 +93,13 @@ pub fn run_tasks(plan_path: &Path, ids: &[String]) -> Result<(), BuildError> {
             crate::cache::format_bytes(free)
         ),
     );
+    // Chunk tasks run on one thread; a global task's pool is made only when
+    // one is asked for.
     let single = thread_pool(1)?;
-    let wide = thread_pool(plan.threads)?;
+    let wide = match tasks.iter().any(|t| t.kind == TaskKind::Global) {
+        true => Some(thread_pool(plan.threads)?),
+        false => None,
+    };
     let files = FileOutputs { plan: &plan };
     let mut chunk_run = None;
     for task in tasks {
@@ -103,8 +108,8 @@ pub fn run_tasks(plan_path: &Path, ids: &[String]) -> Result<(), BuildError> {
                 ws.fetch(&rel, &format!("task {writer}"))?;
             }
         }
-        let run = if task.kind == TaskKind::Global {
-            let global = pipeline_for(&spec, &plan, &layout, &wide, &budget)?;
+        let run = if let (TaskKind::Global, Some(wide)) = (task.kind, &wide) {
+            let global = pipeline_for(&spec, &plan, &layout, wide, &budget)?;
             global.run_task(&task, &files, None)
         } else {
             if chunk_run.is_none() {

@@ -45,14 +45,7 @@ impl CachedShards {
                 });
             }
             let fetched = t.elapsed().as_secs_f64();
-            let actual = hex(blake3::hash(&stored).as_bytes());
-            if actual != info.file_blake3() {
-                return Err(Error::Checksum {
-                    path: loc,
-                    expected: info.file_blake3().to_owned(),
-                    actual,
-                });
-            }
+            same_blake3(&stored, info.file_blake3(), &loc)?;
             let t = Instant::now();
             let table = SeekTable::parse(&stored, info.bytes, &loc)?;
             let part = self.dir.root().join(format!("{}.part", info.blake3));
@@ -125,14 +118,7 @@ impl CachedShards {
     /// The decompressed shard's blake3 and header against the manifest.
     fn verify_content(&self, bytes: &[u8], s: usize, loc: &Path) -> Result<()> {
         let info = &self.shards[s];
-        let actual = hex(blake3::hash(bytes).as_bytes());
-        if actual != info.blake3 {
-            return Err(Error::Checksum {
-                path: loc.to_path_buf(),
-                expected: info.blake3.clone(),
-                actual,
-            });
-        }
+        same_blake3(bytes, &info.blake3, loc)?;
         self.check_header(bytes, s)
     }
 
@@ -173,14 +159,7 @@ impl CachedShards {
                     stored.extend_from_slice(b);
                     Ok(())
                 })?;
-                let actual = hex(blake3::hash(&stored).as_bytes());
-                if actual != info.file_blake3() {
-                    return Err(Error::Checksum {
-                        path: loc,
-                        expected: info.file_blake3().to_owned(),
-                        actual,
-                    });
-                }
+                same_blake3(&stored, info.file_blake3(), &loc)?;
                 let table = SeekTable::parse(&stored, info.bytes, &loc)?;
                 let mut out = vec![0u8; info.bytes as usize];
                 decompress_into(&stored, &table, &mut out, self.decompress_threads, &loc)?;
@@ -203,4 +182,18 @@ impl CachedShards {
         }
         Ok(())
     }
+}
+
+/// Whether `bytes` hash to `expected` (a manifest's lowercase hex blake3);
+/// the error names `path`.
+fn same_blake3(bytes: &[u8], expected: &str, path: &Path) -> Result<()> {
+    let actual = hex(blake3::hash(bytes).as_bytes());
+    if actual != expected {
+        return Err(Error::Checksum {
+            path: path.to_path_buf(),
+            expected: expected.to_owned(),
+            actual,
+        });
+    }
+    Ok(())
 }
