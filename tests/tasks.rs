@@ -180,17 +180,59 @@ fn tasks_in_any_order_retried_and_duplicated_publish_the_local_bytes() {
 }
 
 #[test]
-fn a_global_query_is_one_task_with_the_local_bytes() {
-    let spec = spec_text().replace(
-        "filter: \"day >= 3\"\n",
-        "query: SELECT id, x, k, b, day FROM events WHERE day >= 3 ORDER BY id DESC LIMIT 15000\n",
-    );
+fn a_global_query_runs_as_stage_tasks_with_the_local_bytes() {
+    let spec = spec_text()
+        .replace(
+            "filter: \"day >= 3\"\n",
+            "query: SELECT k, MIN(id) AS id, SUM(x) AS x, MAX(b) AS b FROM events WHERE day >= 3 \
+         GROUP BY k\n",
+        )
+        .replace(
+            "chunks: { target_bytes: 8KiB }",
+            "chunks: { target_bytes: 8KiB, partitions: 3 }",
+        );
     let (_tmp, root) = project(&spec);
     let (hash, local) = local_build(&root, "1");
     let p = plan(&root, "cluster-cache", "work");
     assert_eq!(p["hash"].as_str(), Some(hash.as_str()));
     assert_eq!(p["decision"]["plan"].as_str(), Some("global"), "{p}");
+    assert_eq!(p["staged"]["partitions"].as_u64(), Some(3), "{p}");
+    let stage_ids = ids(&p, "stage");
+    assert!(stage_ids.len() >= 3, "{p}");
+    assert_eq!(ids(&p, "global"), ["global"]);
+    let plan_file = root.join("work").join("plan.json");
+    // The global task refuses to run before the stages it reads.
+    let out = run(&["task", plan_file.to_str().expect("utf8"), "global"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("has task stage"), "{}", stderr(&out));
+    // Every stage task twice, in plan order (a retry writes the same bytes).
+    for id in &stage_ids {
+        task(&plan_file, id);
+        task(&plan_file, id);
+    }
+    task(&plan_file, "global");
+    let r = json(&run(&[
+        "commit",
+        plan_file.to_str().expect("utf8"),
+        "--json",
+    ]));
+    let published = PathBuf::from(r["path"].as_str().expect("path"));
+    assert_eq!(files(&published), files(&local));
+}
+
+#[test]
+fn a_global_query_in_one_partition_is_one_task_with_the_local_bytes() {
+    let spec = spec_text().replace(
+        "filter: \"day >= 3\"\n",
+        "query: SELECT id, x, k, b, day FROM events WHERE day >= 3 ORDER BY id DESC LIMIT 15000\n",
+    )
+    .replace("chunks: { target_bytes: 8KiB }", "chunks: { target_bytes: 8KiB, partitions: 1 }");
+    let (_tmp, root) = project(&spec);
+    let (hash, local) = local_build(&root, "1");
+    let p = plan(&root, "cluster-cache", "work");
+    assert_eq!(p["hash"].as_str(), Some(hash.as_str()));
     assert_eq!(ids(&p, ""), ["global"]);
+    assert_eq!(p["unstaged"].as_str(), Some("one partition"), "{p}");
     let plan_file = root.join("work").join("plan.json");
     task(&plan_file, "global");
     task(&plan_file, "global");
@@ -201,6 +243,70 @@ fn a_global_query_is_one_task_with_the_local_bytes() {
     ]));
     let published = PathBuf::from(r["path"].as_str().expect("path"));
     assert_eq!(files(&published), files(&local));
+}
+
+#[test]
+fn a_stage_task_refuses_a_plan_cut_elsewhere_and_a_damaged_shuffle_file() {
+    let spec = spec_text()
+        .replace(
+            "filter: \"day >= 3\"\n",
+            "query: SELECT k, MIN(id) AS id, AVG(x) AS x, MIN(b) AS b FROM events GROUP BY k\n",
+        )
+        .replace(
+            "chunks: { target_bytes: 8KiB }",
+            "chunks: { target_bytes: 8KiB, partitions: 2 }",
+        );
+    let (_tmp, root) = project(&spec);
+    let p = plan(&root, "cache", "work");
+    let plan_file = root.join("work").join("plan.json");
+    let first = ids(&p, "stage0-")[0].clone();
+    task(&plan_file, &first);
+    // A shuffle file whose bytes changed: the task that reads it says which.
+    let dir = root.join("work").join("shuffle").join("s000");
+    let victim = std::fs::read_dir(&dir)
+        .expect("shuffle dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "arrow"))
+        .expect("a shuffle file");
+    let mut bytes = std::fs::read(&victim).expect("read");
+    let at = bytes.len() / 2;
+    bytes[at] ^= 1;
+    std::fs::write(&victim, &bytes).expect("write");
+    for id in ids(&p, "stage0-") {
+        task(&plan_file, &id);
+    }
+    std::fs::write(&victim, &bytes).expect("damage again");
+    let reader = p["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .filter(|t| t["kind"] == "stage" && !t["after"].as_array().expect("after").is_empty())
+        .filter_map(|t| t["id"].as_str())
+        .map(str::to_string)
+        .collect::<Vec<_>>();
+    let failed = reader
+        .iter()
+        .map(|id| run(&["task", plan_file.to_str().expect("utf8"), id]))
+        .find(|o| !o.status.success())
+        .expect("a reader of the damaged file fails");
+    let name = victim
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .to_string();
+    assert!(stderr(&failed).contains(&name), "{}", stderr(&failed));
+    // A plan whose recorded cut is not what this machine cuts.
+    let text = std::fs::read_to_string(&plan_file).expect("plan");
+    let digest = p["staged"]["digest"].as_str().expect("digest");
+    std::fs::write(&plan_file, text.replace(digest, &"0".repeat(64))).expect("write");
+    let out = run(&["task", plan_file.to_str().expect("utf8"), &first]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("plans differently here"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

@@ -52,18 +52,26 @@ MAX_GROUP = 16
 
 
 def _run_task(exe: str, plan: str, tasks: List[str]) -> Dict[str, Any]:
-    """Body of one Ray task: ``tessera task PLAN TASK...`` on the worker (the
-    spec loaded, the inputs checked and the query planned once for all)."""
+    """Body of one Ray task: ``tessera task PLAN TASK... --json`` on the
+    worker (the spec loaded, the inputs checked and the query planned once
+    for all); returns its seconds and the process's peak resident memory."""
     if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
         exe = find_compiler()
     t0 = time.monotonic()
-    p = _run([exe, "task", plan, *tasks])
+    p = _run([exe, "task", plan, *tasks, "--json"])
     what = ", ".join(tasks)
     if p.returncode < 0:
         raise _Interrupted(f"tasks {what}: killed by signal {-p.returncode}")
     if p.returncode != 0:
         raise TaskError(f"tasks {what} failed on {os.uname().nodename}:\n{p.stderr.strip()}")
-    return {"tasks": tasks, "seconds": time.monotonic() - t0}
+    peak = None
+    lines = p.stdout.strip().splitlines()
+    if lines:
+        try:
+            peak = json.loads(lines[-1]).get("peak_rss_bytes")
+        except ValueError:
+            peak = None
+    return {"tasks": tasks, "seconds": time.monotonic() - t0, "peak_rss_bytes": peak}
 
 
 def groups(ids: List[str], cpus: int) -> List[List[str]]:
@@ -104,13 +112,22 @@ def build(
     ``memory_limit`` (e.g. ``"2GiB"``) are those of a global query's single
     task; chunk tasks run on one core each. At most ``max_in_flight`` tasks
     are submitted at once (default: twice the cluster's CPUs). A task whose
-    process or node dies is rerun up to ``retries`` times; a task that fails
-    with an error of the build raises :class:`TaskError` at once.
+    process or node dies is rerun up to ``retries`` times (only the plan
+    tasks that Ray task held: every other output is already in the work
+    directory); a task that fails with an error of the build raises
+    :class:`TaskError` at once.
 
     When the cache already holds the artifact, no task is scheduled (and Ray
     is not even started). The report is ``tessera commit --json``'s (``hash``,
     ``path``, ``rows``, ...) plus ``cache_hit``, ``tasks`` (how many tasks
-    completed; retried attempts are not counted) and ``seconds`` per kind of task (``stats``, ``freeze``, ``shards``: first submission to last completion), ``plan``, ``commit`` and ``total``. With ``output``, the commit
+    completed; retried attempts are not counted), ``reruns`` (how many plan
+    tasks ran again after their process or node died) and ``rerun`` (each
+    retry: its tasks and why), ``peak_rss_bytes`` (per kind of task, the
+    largest peak resident memory of a task process) and ``seconds`` per kind
+    of task (``stages`` for the stage tasks of a global query, ``stats``,
+    ``freeze``, ``shards``, the last with a global query's own task: first
+    submission to last completion), ``plan``, ``commit`` and ``total``.
+    With ``output``, the commit
     also places the artifact there (a directory, or an object-store URL it is
     pushed to, shards first and the manifest last; on a cache hit, ``tessera
     build -o OUTPUT`` does) and ``output`` is added to the report.
@@ -135,7 +152,7 @@ def build(
     plan = json.loads(p.stdout.strip().splitlines()[-1])
     seconds = {"plan": time.monotonic() - t0}
     if plan.get("cached"):
-        report: Dict[str, Any] = {"hash": plan["hash"], "path": plan["cached"], "cache_hit": True, "tasks": 0}
+        report: Dict[str, Any] = {"hash": plan["hash"], "path": plan["cached"], "cache_hit": True, "tasks": 0, "reruns": 0, "rerun": []}
         if output is not None:
             cmd = [exe, "build", spec_path, "-o", str(output), "--json", "-q", *common]
             if allow_empty:
@@ -145,7 +162,7 @@ def build(
                 raise BuildError(f"placing the artifact at {output} failed:\n{p.stderr.strip()}", spec=spec_path, returncode=p.returncode, stderr=p.stderr)
     else:
         plan_file = plan["work_dir"].rstrip("/") + "/plan.json"
-        ran = _run_on_ray(exe, plan, plan_file, address, max_in_flight, retries, progress, seconds)
+        ran, rerun = _run_on_ray(exe, plan, plan_file, address, max_in_flight, retries, progress, seconds)
         t1 = time.monotonic()
         cmd = [exe, "commit", plan_file, "--json"]
         if allow_empty:
@@ -159,6 +176,15 @@ def build(
         report = json.loads(p.stdout.strip().splitlines()[-1])
         report["cache_hit"] = False
         report["tasks"] = len(ran)
+        report["reruns"] = sum(len(r["tasks"]) for r in rerun)
+        report["rerun"] = rerun
+        kinds = {t["id"]: t["kind"] for t in plan["tasks"]}
+        peaks: Dict[str, int] = {}
+        for r in ran:
+            if r.get("peak_rss_bytes") is not None:
+                k = kinds.get(r["task"], "?")
+                peaks[k] = max(peaks.get(k, 0), int(r["peak_rss_bytes"]))
+        report["peak_rss_bytes"] = peaks
     if output is not None:
         report["output"] = str(output)
     seconds["total"] = time.monotonic() - t0
@@ -175,7 +201,7 @@ def _run_on_ray(
     retries: int,
     progress: bool,
     seconds: Dict[str, float],
-) -> List[Dict[str, Any]]:
+) -> "tuple[List[Dict[str, Any]], List[Dict[str, Any]]]":
     try:
         ray: Any = importlib.import_module("ray")
     except ImportError as e:  # pragma: no cover - depends on the environment
@@ -184,16 +210,14 @@ def _run_on_ray(
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     limit = max_in_flight if max_in_flight else 2 * cpus
-    remote = ray.remote(_run_task).options(
-        num_cpus=1,
-        max_retries=retries,
-        retry_exceptions=[_Interrupted],
-        scheduling_strategy="SPREAD",
-    )
-    done = _run_dag(ray, remote, exe, plan_file, plan["tasks"], cpus, limit, progress, seconds)
+    # Retries are the driver's (see _run_dag), so that the report can say
+    # what ran again.
+    remote = ray.remote(_run_task).options(num_cpus=1, max_retries=0, scheduling_strategy="SPREAD")
+    rerun: List[Dict[str, Any]] = []
+    done = _run_dag(ray, remote, exe, plan_file, plan["tasks"], cpus, limit, progress, seconds, retries, rerun)
     if progress and sys.stderr.isatty():
         sys.stderr.write("\n")
-    return done
+    return done, rerun
 
 
 def ready(tasks: List[Dict[str, Any]], finished: Set[str], submitted: Set[str]) -> List[str]:
@@ -223,18 +247,33 @@ def check_dag(tasks: List[Dict[str, Any]]) -> None:
 
 def _stage(kind: str) -> str:
     """The report's ``seconds`` key of a task kind (shards and a global
-    query's single task count as ``shards``)."""
-    return "shards" if kind in ("shard", "global") else kind
+    query's own task count as ``shards``, its stage tasks as ``stages``)."""
+    if kind in ("shard", "global"):
+        return "shards"
+    return "stages" if kind == "stage" else kind
 
 
-def _run_dag(ray: Any, remote: Any, exe: str, plan_file: str, tasks: List[Dict[str, Any]], cpus: int, limit: int, progress: bool, seconds: Dict[str, float]) -> List[Dict[str, Any]]:
+def _run_dag(
+    ray: Any,
+    remote: Any,
+    exe: str,
+    plan_file: str,
+    tasks: List[Dict[str, Any]],
+    cpus: int,
+    limit: int,
+    progress: bool,
+    seconds: Dict[str, float],
+    retries: int = 3,
+    rerun: Optional[List[Dict[str, Any]]] = None,
+) -> List[Dict[str, Any]]:
     """Runs the plan's tasks by their dependencies: a task is submitted as
     soon as every task it waits for (``after``) has finished, whatever its
     kind; tasks that become ready together are dealt into groups
-    (:func:`groups`), at most ``limit`` groups in flight. The first build
-    error cancels the rest. Returns one entry per plan task; ``seconds``
-    gets, per kind, the time from its first submission to its last
-    completion."""
+    (:func:`groups`), at most ``limit`` groups in flight. A group whose
+    process or node died is submitted again, up to ``retries`` times, and
+    appended to ``rerun``; the first build error cancels the rest. Returns
+    one entry per plan task; ``seconds`` gets, per kind, the time from its
+    first submission to its last completion."""
     check_dag(tasks)
     kind = {t["id"]: t["kind"] for t in tasks}
     tty = sys.stderr.isatty()
@@ -242,6 +281,7 @@ def _run_dag(ray: Any, remote: Any, exe: str, plan_file: str, tasks: List[Dict[s
     submitted: Set[str] = set()
     pending: List[List[str]] = []
     running: Dict[Any, List[str]] = {}
+    attempts: Dict[tuple, int] = {}
     results: List[Dict[str, Any]] = []
     spans: Dict[str, List[float]] = {}
     try:
@@ -266,12 +306,22 @@ def _run_dag(ray: Any, remote: Any, exe: str, plan_file: str, tasks: List[Dict[s
                     cause = getattr(e, "cause", None)
                     if isinstance(cause, TaskError):
                         raise cause from None
-                    raise BuildError(f"tasks {', '.join(batch)} failed after their retries: {e}") from e
+                    key = tuple(batch)
+                    attempts[key] = attempts.get(key, 0) + 1
+                    if attempts[key] > retries:
+                        raise BuildError(f"tasks {', '.join(batch)} failed after {retries} retries: {e}") from e
+                    # The process or its node died: run the group again
+                    # (its outputs are written under fixed names, so a
+                    # straggling first attempt writes the same bytes).
+                    if rerun is not None:
+                        rerun.append({"tasks": list(batch), "error": str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__})
+                    running[remote.remote(exe, plan_file, batch)] = batch
+                    continue
                 finished.update(batch)
                 now = time.monotonic()
                 for t in batch:
                     spans[_stage(kind[t])][1] = now
-                results += [{"task": t, "group_seconds": r["seconds"]} for t in batch]
+                results += [{"task": t, "group_seconds": r["seconds"], "peak_rss_bytes": r.get("peak_rss_bytes")} for t in batch]
             if progress and (tty or len(results) == len(tasks)):
                 end = "" if tty else "\n"
                 sys.stderr.write(f"\rtessera.ray: tasks {len(results)}/{len(tasks)} done, {sum(len(b) for b in running.values())} running{end}")

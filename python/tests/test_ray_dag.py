@@ -101,3 +101,64 @@ def test_unknown_and_cyclic_dependencies_are_refused_before_anything_runs() -> N
         _run([_task("a", "shard", ["nope"])], 0)
     with pytest.raises(BuildError, match="cycle"):
         _run([_task("a", "shard", ["b"]), _task("b", "shard", ["a"]), _task("c", "shard", [])], 0)
+
+
+class _WorkerDied(Exception):
+    """What Ray raises when a task's worker or node dies."""
+
+
+class _LosingRay(_FakeRay):
+    """Loses the groups holding ``lose`` (each once, or ``times`` times)."""
+
+    def __init__(self, tasks: List[Dict[str, Any]], seed: int, lose: Set[str], times: int = 1) -> None:
+        super().__init__(tasks, seed)
+        self.lose = {t: times for t in lose}
+
+    def wait(self, refs: List[_Ref], num_returns: int = 1) -> Any:
+        ref = self.rng.choice(refs)
+        self.in_flight -= 1
+        if not any(self.lose.get(t, 0) > 0 for t in ref.batch):
+            self.finished.update(ref.batch)
+        return [ref], [r for r in refs if r is not ref]
+
+    def get(self, ref: _Ref) -> Dict[str, Any]:
+        hit = [t for t in ref.batch if self.lose.get(t, 0) > 0]
+        if hit:
+            for t in hit:
+                self.lose[t] -= 1
+            raise _WorkerDied(f"worker died running {ref.batch}")
+        return {"tasks": ref.batch, "seconds": 0.0}
+
+
+def _stages() -> List[Dict[str, Any]]:
+    maps = [_task(f"stage0-{i:05}", "stage", []) for i in range(4)]
+    reduces = [_task(f"stage1-{i:05}", "stage", [m["id"] for m in maps]) for i in range(4)]
+    top = _task("global", "global", [r["id"] for r in reduces])
+    return maps + reduces + [top]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_lost_map_and_a_lost_reduce_rerun_only_their_groups(seed: int) -> None:
+    tasks = _stages()
+    fake = _LosingRay(tasks, seed, {"stage0-00002", "stage1-00001"})
+    rerun: List[Dict[str, Any]] = []
+    seconds: Dict[str, float] = {}
+    done = tray._run_dag(fake, fake, "tessera", "plan.json", tasks, 2, 4, False, seconds, 3, rerun)
+    assert sorted(d["task"] for d in done) == sorted(t["id"] for t in tasks)
+    # Two groups were lost (one task each: eight ready tasks, four groups
+    # of two at most); exactly they ran again, once.
+    again = sorted(t for r in rerun for t in r["tasks"])
+    assert "stage0-00002" in again and "stage1-00001" in again
+    assert len(rerun) == 2 and all(len(r["tasks"]) <= 2 for r in rerun), rerun
+    submitted = [t for b in fake.submitted for t in b]
+    for t in tasks:
+        want = 2 if t["id"] in again else 1
+        assert submitted.count(t["id"]) == want, (t["id"], submitted)
+    assert {"stages", "shards"} <= set(seconds)
+
+
+def test_a_group_lost_more_often_than_the_retries_fails_the_build() -> None:
+    tasks = _stages()
+    fake = _LosingRay(tasks, 0, {"stage0-00001"}, times=5)
+    with pytest.raises(BuildError, match="after 2 retries"):
+        tray._run_dag(fake, fake, "tessera", "plan.json", tasks, 2, 4, False, {}, 2, [])

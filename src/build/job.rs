@@ -89,7 +89,7 @@ impl Job<'_> {
             staging.to_path_buf()
         };
         let global = matches!(decision, Decision::Global { .. });
-        let tasks = pipeline::dag(global, planner.chunks(), planner.needs_stats());
+        let tasks = pipeline::dag(global, planner.chunks(), planner.needs_stats(), None);
         let serial = planner.serial_reason().map(str::to_string);
         let query_columns = planner
             .query_schema()
@@ -103,6 +103,7 @@ impl Job<'_> {
             budget: Some(&self.budget),
             progress: Some(self.progress),
             seconds: Mutex::default(),
+            staged: None,
         };
         let out = MemoryOutputs::new(&encode_dir);
         pipeline.run_dag(&tasks, &out)?;

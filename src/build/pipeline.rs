@@ -15,7 +15,7 @@
 
 use super::BuildError;
 use crate::accumulators::FrozenStats;
-use crate::plan::{Chunk, EncodeOutput, OutputBudget, Planner, ScanMetrics, StatsPartial};
+use crate::plan::{Chunk, EncodeOutput, OutputBudget, Planner, ScanMetrics, Staged, StatsPartial};
 use crate::progress::{Progress, Stage};
 use crate::spec::Spec;
 use rayon::prelude::*;
@@ -39,9 +39,22 @@ pub enum TaskKind {
     Freeze,
     /// Encode one chunk into shards.
     Shard,
-    /// A global query: run it, then the statistics, freeze and shards of
-    /// its output's chunks.
+    /// A global query: run it (its top stage, when it is cut into
+    /// stages), then the statistics, freeze and shards of its output's
+    /// chunks.
     Global,
+    /// One partition of a stage of a global query, its rows written to the
+    /// work directory's `shuffle/` cut by the stage's exchange.
+    Stage,
+}
+
+/// Which partition of which stage a stage task runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageTask {
+    /// The stage (numbered children first).
+    pub stage: usize,
+    /// The partition of the stage's fragment.
+    pub task: usize,
 }
 
 /// One task of a build.
@@ -55,19 +68,67 @@ pub struct Task {
     pub chunk: Option<usize>,
     /// Tasks whose outputs it reads.
     pub after: Vec<String>,
+    /// The stage and partition, for stage tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<StageTask>,
 }
 
-/// The task DAG of a build: one `global` task for a global query; else a
-/// statistics task per chunk and `freeze` after them all (when a field
-/// needs statistics), and a shard task per chunk (after `freeze`).
-pub fn dag(global: bool, chunks: &[Chunk], needs_stats: bool) -> Vec<Task> {
+/// The id of task `task` of stage `stage`.
+pub fn stage_task_id(stage: usize, task: usize) -> String {
+    format!("stage{stage}-{task:05}")
+}
+
+/// Every task id of stage `stage` of `staged`.
+fn stage_ids(staged: &Staged, stage: usize) -> Vec<String> {
+    let n = staged.stages.get(stage).map_or(0, |s| s.tasks);
+    (0..n).map(|k| stage_task_id(stage, k)).collect()
+}
+
+/// The task DAG of a build: for a global query, a task per partition of
+/// every stage it is cut into (`staged`; each after every task of the
+/// stages it reads), and the `global` task after the stages the top stage
+/// reads; else a statistics task per chunk and `freeze` after them all
+/// (when a field needs statistics), and a shard task per chunk (after
+/// `freeze`).
+pub fn dag(
+    global: bool,
+    chunks: &[Chunk],
+    needs_stats: bool,
+    staged: Option<&Staged>,
+) -> Vec<Task> {
     if global {
-        return vec![Task {
+        let mut tasks = Vec::new();
+        if let Some(st) = staged {
+            for s in &st.stages {
+                let after: Vec<String> = s.reads.iter().flat_map(|r| stage_ids(st, *r)).collect();
+                for k in 0..s.tasks {
+                    tasks.push(Task {
+                        id: stage_task_id(s.id, k),
+                        kind: TaskKind::Stage,
+                        chunk: None,
+                        after: after.clone(),
+                        stage: Some(StageTask {
+                            stage: s.id,
+                            task: k,
+                        }),
+                    });
+                }
+            }
+        }
+        let after = staged.map_or_else(Vec::new, |st| {
+            st.top_reads
+                .iter()
+                .flat_map(|r| stage_ids(st, *r))
+                .collect()
+        });
+        tasks.push(Task {
             id: "global".into(),
             kind: TaskKind::Global,
             chunk: None,
-            after: Vec::new(),
-        }];
+            after,
+            stage: None,
+        });
+        return tasks;
     }
     let mut tasks = Vec::new();
     if needs_stats {
@@ -77,6 +138,7 @@ pub fn dag(global: bool, chunks: &[Chunk], needs_stats: bool) -> Vec<Task> {
                 kind: TaskKind::Stats,
                 chunk: Some(c.index),
                 after: Vec::new(),
+                stage: None,
             });
         }
         let after = tasks.iter().map(|t| t.id.clone()).collect();
@@ -85,6 +147,7 @@ pub fn dag(global: bool, chunks: &[Chunk], needs_stats: bool) -> Vec<Task> {
             kind: TaskKind::Freeze,
             chunk: None,
             after,
+            stage: None,
         });
     }
     for c in chunks {
@@ -97,6 +160,7 @@ pub fn dag(global: bool, chunks: &[Chunk], needs_stats: bool) -> Vec<Task> {
             } else {
                 Vec::new()
             },
+            stage: None,
         });
     }
     tasks
@@ -347,10 +411,14 @@ pub struct Pipeline<'a> {
     pub progress: Option<&'a Progress>,
     /// Wall seconds per stage: `query`, `stats`, `encode`.
     pub seconds: Mutex<BTreeMap<String, f64>>,
+    /// How a global query is cut into stages (`None`: it runs whole in its
+    /// global task).
+    pub staged: Option<&'a Staged>,
 }
 
 impl Pipeline<'_> {
-    fn planner(&self) -> std::sync::RwLockReadGuard<'_, Planner> {
+    /// The planner (shared by the tasks).
+    pub fn planner(&self) -> std::sync::RwLockReadGuard<'_, Planner> {
         self.planner.read().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -440,6 +508,19 @@ impl Pipeline<'_> {
                 out.put_encoded(chunk.index, encoded)
             }
             TaskKind::Global => self.run_global(task, out),
+            TaskKind::Stage => {
+                let (Some(staged), Some(st)) = (self.staged, task.stage) else {
+                    return Err(BuildError::Other(format!(
+                        "task {}: a stage task of a plan without stages",
+                        task.id
+                    )));
+                };
+                let t = Instant::now();
+                self.planner().run_stage(staged, st.stage, st.task)?;
+                *lock(&self.seconds).entry("query".into()).or_default() +=
+                    t.elapsed().as_secs_f64();
+                Ok(())
+            }
         }
     }
 
@@ -464,6 +545,7 @@ impl Pipeline<'_> {
                 &self.work_dir,
                 per_chunk,
                 self.budget.map(|b| (b, stride)),
+                self.staged,
                 &|rows| {
                     if let Some(s) = &stage {
                         s.advance(rows, 0);
@@ -481,7 +563,7 @@ impl Pipeline<'_> {
         };
         let dir = out.shard_dir(task)?;
         let inner = MemoryOutputs::new(&dir.dir);
-        self.run_dag(&dag(false, &chunks, needs_stats), &inner)?;
+        self.run_dag(&dag(false, &chunks, needs_stats, None), &inner)?;
         dir.publish()?;
         out.put_frozen(&inner.take_frozen(self.spec.fields.len()))?;
         let (outputs, _, n) = inner.take_encoded();
@@ -502,7 +584,7 @@ fn stage_of(wave: &[&Task]) -> (Option<&'static str>, bool) {
         Some(TaskKind::Stats) => (Some("stats"), true),
         Some(TaskKind::Freeze) => (Some("stats"), false),
         Some(TaskKind::Shard) => (Some("encode"), true),
-        Some(TaskKind::Global) | None => (None, false),
+        Some(TaskKind::Global | TaskKind::Stage) | None => (None, false),
     }
 }
 
@@ -527,6 +609,7 @@ mod tests {
             kind: TaskKind::Shard,
             chunk: None,
             after: after.iter().map(|s| s.to_string()).collect(),
+            stage: None,
         }
     }
 
@@ -575,7 +658,7 @@ mod tests {
                 bytes: 0,
             })
             .collect();
-        let with_stats = dag(false, &chunks, true);
+        let with_stats = dag(false, &chunks, true, None);
         let w = waves(&with_stats).unwrap();
         assert_eq!(
             ids(&w),
@@ -585,13 +668,13 @@ mod tests {
                 vec!["shard-00000", "shard-00001", "shard-00002"],
             ]
         );
-        let without = dag(false, &chunks, false);
+        let without = dag(false, &chunks, false, None);
         let w = waves(&without).unwrap();
         assert_eq!(
             ids(&w),
             vec![vec!["shard-00000", "shard-00001", "shard-00002"]]
         );
-        let g = dag(true, &chunks, true);
+        let g = dag(true, &chunks, true, None);
         assert_eq!(g.len(), 1);
         assert_eq!(g[0].kind, TaskKind::Global);
     }

@@ -17,8 +17,11 @@ use super::pipeline::{
 use super::resources::batch_rows;
 use super::work_store::{self, WorkStore};
 use super::{BuildError, BuildOptions, BuildReport, Prepared, layout_of, prepare};
+use crate::plan::stages::ShuffleDir;
+use crate::plan::stages::read::read_index;
 use crate::plan::{
-    Chunk, Decision, EncodeOutput, OutputBudget, PlanOptions, Planner, ScanMetrics, StatsPartial,
+    Chunk, Decision, EncodeOutput, OutputBudget, PlanOptions, Planner, ScanMetrics, Staged,
+    StatsPartial,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -74,6 +77,29 @@ pub struct BuildPlan {
     /// in an object store).
     #[serde(default)]
     pub spec_text: Option<String>,
+    /// How a global query is cut into stages (`None`: one task runs it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staged: Option<Staged>,
+    /// Why a global query is not cut into stages, if it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unstaged: Option<String>,
+}
+
+/// The partitions of a global query's stages: the spec's
+/// `chunks.partitions`, else enough that each task's share of the input,
+/// held four times over (decoded rows, hash tables, sort runs), fits in its
+/// memory limit, and at least one per thread.
+pub fn partitions_for(
+    spec_partitions: Option<usize>,
+    input: u64,
+    memory: u64,
+    threads: usize,
+) -> usize {
+    if let Some(p) = spec_partitions {
+        return p;
+    }
+    let by_memory = input.saturating_mul(4).div_ceil(memory.max(1));
+    (by_memory as usize).clamp(threads.max(1), 1024)
 }
 
 /// Writes `bytes` to `path` atomically
@@ -177,6 +203,8 @@ pub fn plan(
         tasks: Vec::new(),
         query_columns: None,
         spec_text: std::fs::read_to_string(&spec.path).ok(),
+        staged: None,
+        unstaged: None,
     };
     if let Some(a) = cache.lookup(&hash)? {
         plan.cached = Some(a.path);
@@ -192,11 +220,23 @@ pub fn plan(
     plan.query_columns = planner
         .query_schema()
         .map(tessera_transform::serving::query_columns_json);
-    plan.tasks = pipeline::dag(
-        matches!(plan.decision, Some(Decision::Global { .. })),
-        &plan.chunks,
-        plan.needs_stats,
-    );
+    let global = matches!(plan.decision, Some(Decision::Global { .. }));
+    if global {
+        let partitions = partitions_for(
+            spec.chunks.partitions,
+            planner.input_bytes(),
+            memory_limit,
+            threads,
+        );
+        match planner
+            .stage_plan(partitions)
+            .map_err(|e| super::errors::locate(&spec, e))?
+        {
+            Ok(staged) => plan.staged = Some(staged),
+            Err(why) => plan.unstaged = Some(why),
+        }
+    }
+    plan.tasks = pipeline::dag(global, &plan.chunks, plan.needs_stats, plan.staged.as_ref());
     if let (Some(ws), Some(d)) = (&remote, work_dir_arg) {
         plan.work_dir = PathBuf::from(d.to_string_lossy().trim_end_matches('/'));
         let text = serde_json::to_vec_pretty(&plan).unwrap_or_default();
@@ -249,8 +289,6 @@ pub(super) fn shards_listed(outputs: &[EncodeOutput]) -> Vec<String> {
         .collect()
 }
 
-/// Uploads what task `task` wrote: shards first, then the file that lists
-/// them (so a reader of the store never finds an output whose shards are
 /// A planner for a task of `plan`, checked to see the inputs and cut the
 /// chunks exactly as the plan did.
 pub(super) fn planner_for(

@@ -51,6 +51,15 @@ pub fn plan(a: PlanArgs) -> Result<()> {
         }
         println!("hash: {}", p.hash);
         println!("plan file: {}", p.work_dir.join("plan.json").display());
+        if let Some(st) = &p.staged {
+            println!(
+                "stages: {} below the top, {} partitions",
+                st.stages.len(),
+                st.partitions
+            );
+        } else if let Some(why) = &p.unstaged {
+            println!("one query task: {why}");
+        }
         for t in &p.tasks {
             if t.after.is_empty() {
                 println!("task {}", t.id);
@@ -70,14 +79,36 @@ pub fn plan(a: PlanArgs) -> Result<()> {
 pub struct TaskArgs {
     /// The plan file (plan.json).
     plan: PathBuf,
-    /// Task ids, e.g. stats-00003, freeze, shard-00003, global.
+    /// Task ids, e.g. stats-00003, freeze, shard-00003, stage0-00002, global.
     #[arg(required = true)]
     ids: Vec<String>,
+    /// Print one JSON object: the tasks, the seconds they took and the
+    /// process's peak resident memory (`peak_rss_bytes`, Linux only).
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn task(a: TaskArgs) -> Result<()> {
+    let t = std::time::Instant::now();
     tessera::build::run_tasks(&a.plan, &a.ids)?;
+    if a.json {
+        let report = serde_json::json!({
+            "tasks": a.ids,
+            "seconds": t.elapsed().as_secs_f64(),
+            "peak_rss_bytes": peak_rss_bytes(),
+        });
+        println!("{report}");
+    }
     Ok(())
+}
+
+/// The process's peak resident set (`VmHWM` in /proc/self/status), where
+/// the system tells it.
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 #[derive(clap::Args)]

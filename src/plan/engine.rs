@@ -38,6 +38,7 @@ impl SqlEngine for DataFusionEngine {
             memory_limit: crate::build::default_memory_limit(),
             spill_dir: None,
             chunked: None,
+            dynamic_filters: true,
         })
         .map_err(|e| e.to_string())?;
         let schema = input.schema();

@@ -48,6 +48,9 @@ pub struct SessionOptions {
     pub spill_dir: Option<PathBuf>,
     /// The chunked source of a chunk task: hash joins keep its order.
     pub chunked: Option<String>,
+    /// Whether operators may push filters they learn while running into
+    /// the scans (off for global queries, whose stages run apart).
+    pub dynamic_filters: bool,
 }
 
 /// A session configured for tessera: filters pushed into the Parquet
@@ -68,6 +71,15 @@ pub fn session(opts: &SessionOptions) -> Result<SessionContext, PlanError> {
         o.execution.parquet.metadata_size_hint = Some(64 << 10);
         // The table provider cuts files itself, exactly as planned.
         o.optimizer.repartition_file_scans = false;
+        // A filter that one operator hands to a scan while both run (a
+        // join's build side, a top-k) cannot cross a stage boundary: a
+        // global query runs without them, so that its scan counters are
+        // the same whether one process runs it or its stages run as tasks
+        // (measured in benches/tpch.py: within noise at SF 1).
+        o.optimizer.enable_dynamic_filter_pushdown = opts.dynamic_filters;
+        o.optimizer.enable_topk_dynamic_filter_pushdown = opts.dynamic_filters;
+        o.optimizer.enable_join_dynamic_filter_pushdown = opts.dynamic_filters;
+        o.optimizer.enable_aggregate_dynamic_filter_pushdown = opts.dynamic_filters;
     }
     let disk = match &opts.spill_dir {
         Some(dir) => {

@@ -33,12 +33,15 @@ pub mod rows;
 mod run;
 pub mod sources;
 mod sql;
+mod staged;
+pub mod stages;
 mod stats;
 mod store;
 mod vocab;
 
 pub use chunking::{Chunk, Decision};
 pub use encode::{EncodeOutput, OutputBudget};
+pub use staged::{StageNeeds, Staged};
 pub use stats::StatsPartial;
 pub use vocab::SpillConfig;
 
@@ -411,6 +414,7 @@ fn planning_options(opts: &PlanOptions, chunked: Option<String>) -> SessionOptio
         memory_limit: opts.memory_limit,
         spill_dir: opts.work_dir.clone(),
         chunked,
+        dynamic_filters: true,
     }
 }
 

@@ -12,6 +12,7 @@ impl Planner {
         dir: &Path,
         rows_per_chunk: u64,
         budget: Option<(&OutputBudget, u64)>,
+        staged: Option<&Staged>,
         progress: &(dyn Fn(u64) + Sync),
     ) -> Result<ScanMetrics, PlanError> {
         let threads = if self.serial_reason.is_some() {
@@ -21,38 +22,18 @@ impl Planner {
         };
         let path = dir.join("query-output.arrow");
         let rt = exec::runtime(threads)?;
-        let mut options = planning_options(&self.opts, None);
-        options.partitions = threads;
-        let ctx = exec::session(&options)?;
-        let pruned = sources::register(
-            &ctx,
-            self.tables
-                .values()
-                .map(|t| {
-                    let parts = whole_or_chunked(t, &self.spec, threads);
-                    (Arc::clone(t), parts, threads)
-                })
-                .collect(),
-        )?;
+        let partitions = staged.map_or(threads, |s| s.partitions);
         // TESSERA_GLOBAL_ORDER=none skips the sort, for benchmarks/global_query.py
         // to measure what the determinism costs; its artifacts are not
         // reproducible and must not be used otherwise.
         let sorted = std::env::var("TESSERA_GLOBAL_ORDER").map_or(true, |v| v != "none");
-        let sql = sql::pass_sql(
-            &self.spec,
-            sql::Columns::All,
-            sorted.then_some(self.query_order.as_slice()),
-        );
         let limit = self.opts.memory_limit;
         let (metrics, cumulative) = rt.block_on(async {
-            let df = ctx
-                .sql(&sql)
-                .await
-                .map_err(query_err("planning the query"))?;
-            let plan = df
-                .create_physical_plan()
-                .await
-                .map_err(query_err("planning the query"))?;
+            let (ctx, plan, pruned) = self.global_plan(partitions, sorted).await?;
+            let plan = match staged {
+                Some(s) => self.staged_top(plan, s)?,
+                None => plan,
+            };
             let mut stream = execute_stream(Arc::clone(&plan), ctx.task_ctx())
                 .map_err(|e| PlanError::from_datafusion("running the query", e, Some(limit)))?;
             let file = std::fs::File::create(&path).map_err(|e| PlanError::Query {
@@ -109,6 +90,51 @@ impl Planner {
         Ok(metrics)
     }
 
+    /// The session and physical plan of the global query in `partitions`
+    /// partitions (sorted into the stored order unless `sorted` is false),
+    /// with what the scans pruned.
+    pub(super) async fn global_plan(
+        &self,
+        partitions: usize,
+        sorted: bool,
+    ) -> Result<
+        (
+            datafusion::prelude::SessionContext,
+            Arc<dyn ExecutionPlan>,
+            BTreeMap<String, sources::PrunedFiles>,
+        ),
+        PlanError,
+    > {
+        let mut options = planning_options(&self.opts, None);
+        options.partitions = partitions;
+        options.dynamic_filters = false;
+        let ctx = exec::session(&options)?;
+        let pruned = sources::register(
+            &ctx,
+            self.tables
+                .values()
+                .map(|t| {
+                    let parts = whole_or_chunked(t, &self.spec, partitions);
+                    (Arc::clone(t), parts, partitions)
+                })
+                .collect(),
+        )?;
+        let sql = sql::pass_sql(
+            &self.spec,
+            sql::Columns::All,
+            sorted.then_some(self.query_order.as_slice()),
+        );
+        let df = ctx
+            .sql(&sql)
+            .await
+            .map_err(query_err("planning the query"))?;
+        let plan = df
+            .create_physical_plan()
+            .await
+            .map_err(query_err("planning the query"))?;
+        Ok((ctx, plan, pruned))
+    }
+
     /// Runs one pass over `chunk`, handing each batch of output to `sink`.
     fn run(
         &self,
@@ -128,6 +154,7 @@ impl Planner {
             memory_limit: self.opts.memory_limit / self.opts.threads.max(1) as u64,
             spill_dir: self.opts.work_dir.clone(),
             chunked: Some(chunk.source.clone()),
+            dynamic_filters: true,
         })?;
         let pruned = sources::register(
             &ctx,

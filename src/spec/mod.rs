@@ -141,6 +141,10 @@ pub struct Chunks {
     /// Target input bytes per chunk (Parquet: compressed row-group bytes;
     /// CSV and JSON: file bytes). Default 32 MiB.
     pub target_bytes: u64,
+    /// The partitions a global query's stages are cut into on a cluster
+    /// (`None`: chosen from the input size and the memory per task). Not
+    /// part of the artifact's hash: the artifact is the same for any.
+    pub partitions: Option<usize>,
 }
 
 /// Shard sizing and storage.

@@ -8,7 +8,9 @@ use super::{Chunks, Shards, SpecError};
 const SHARDS_KEYS: &[&str] = &["target_bytes", "compression", "level"];
 /// zstd level when the spec gives none.
 pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
-const CHUNKS_KEYS: &[&str] = &["target_bytes"];
+const CHUNKS_KEYS: &[&str] = &["target_bytes", "partitions"];
+/// Most partitions a global query may be cut into.
+pub const MAX_PARTITIONS: u64 = 4096;
 
 /// Default chunk size: 32 MiB of input per build task.
 pub const DEFAULT_CHUNK_BYTES: u64 = 32 << 20;
@@ -70,6 +72,7 @@ pub(super) fn read_shards(ctx: &Ctx<'_>, top: &MapView<'_>) -> Result<Shards, Sp
 pub(super) fn read_chunks(ctx: &Ctx<'_>, top: &MapView<'_>) -> Result<Chunks, SpecError> {
     let mut chunks = Chunks {
         target_bytes: DEFAULT_CHUNK_BYTES,
+        partitions: None,
     };
     let Some(owned) = top.get_some("chunks") else {
         return Ok(chunks);
@@ -77,6 +80,31 @@ pub(super) fn read_chunks(ctx: &Ctx<'_>, top: &MapView<'_>) -> Result<Chunks, Sp
     let map = owned.item().map(ctx, CHUNKS_KEYS)?;
     if let Some(owned) = map.get_some("target_bytes") {
         chunks.target_bytes = read_size(ctx, &owned.item(), MIN_CHUNK_BYTES, "4KiB")?;
+    }
+    if let Some(owned) = map.get_some("partitions") {
+        let item = owned.item();
+        chunks.partitions = match &item.node.kind {
+            Kind::Str(s) if s == "auto" => None,
+            Kind::Int(_) => {
+                let n = item.u64_at_least(ctx, 1)?;
+                if n > MAX_PARTITIONS {
+                    return Err(item.error(
+                        ctx,
+                        format!("at most {MAX_PARTITIONS} partitions, found {n}"),
+                    ));
+                }
+                Some(n as usize)
+            }
+            other => {
+                return Err(item.error(
+                    ctx,
+                    format!(
+                        "expected a number of partitions (1 or more) or \"auto\", found {}",
+                        other.describe()
+                    ),
+                ));
+            }
+        };
     }
     Ok(chunks)
 }

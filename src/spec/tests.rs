@@ -299,3 +299,26 @@ fn identifiers() {
     assert!(!is_identifier("a-b"));
     assert!(!is_identifier(""));
 }
+
+#[test]
+fn partitions_are_read_and_leave_the_canonical_form_alone() {
+    let auto = parse(BASE);
+    assert_eq!(auto.chunks.partitions, None);
+    let four = parse(&format!("{BASE}chunks: {{ partitions: 4 }}\n"));
+    assert_eq!(four.chunks.partitions, Some(4));
+    let spelled = parse(&format!("{BASE}chunks: {{ partitions: auto }}\n"));
+    assert_eq!(spelled.chunks.partitions, None);
+    // The artifact is the same for any number of partitions: one hash.
+    assert_eq!(auto.canonical_json(), four.canonical_json());
+    for (bad, says) in [
+        ("0", "at least 1"),
+        ("5000", "at most 4096"),
+        ("many", "or \"auto\""),
+        ("[2]", "or \"auto\""),
+    ] {
+        let text = format!("{BASE}chunks: {{ partitions: {bad} }}\n");
+        let err = Spec::parse(&text, Path::new("x.yaml")).expect_err(bad);
+        assert_eq!(err.key(), "chunks.partitions", "{err}");
+        assert!(err.message().contains(says), "{bad}: {err}");
+    }
+}

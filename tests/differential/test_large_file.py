@@ -16,7 +16,7 @@ from compare import multiset_mismatch
 from corpus import CHUNKED, GLOBAL, F, Q, fs
 from datagen import generate_big
 from oracle import DuckOracle
-from tessera_run import Build, SourceDecl, run_build, spec_text
+from tessera_run import Build, SourceDecl, run_build, run_staged, spec_text
 
 ROWS = int(os.environ.get("TESSERA_DIFF_BIG_ROWS", "2500000"))
 GROUP_ROWS = 20_000
@@ -85,3 +85,12 @@ def test_large_file_matches_duckdb(q: Q, tessera_bin: str, big_dirs, workdir, bi
     expected = duck.expected(q).splits["all"]
     msg = multiset_mismatch(b.shards.decoded(), expected, q.fields)
     assert not msg, f"{q.id}: tessera's records differ from DuckDB's answer\n{msg}"
+
+
+def test_big_group_by_staged_gives_the_local_bytes(tessera_bin: str, big_dirs: Dict[str, Path], workdir: Path, big_builds: Dict[tuple, Build], tmp_path: Path) -> None:
+    """The large GROUP BY cut into stages in 4 partitions, as a cluster runs
+    it: the local build's bytes."""
+    q = BIG_QUERIES[1]
+    local = _build(q, "one", False, tessera_bin, big_dirs, workdir, big_builds)
+    plan = run_staged(tessera_bin, local.spec, 4, tmp_path, local.report, seed=5)
+    assert plan.get("staged"), plan.get("unstaged")

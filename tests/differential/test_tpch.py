@@ -25,7 +25,7 @@ import pytest
 from compare import multiset_mismatch
 from corpus import GLOBAL, F
 from oracle import DuckOracle
-from tessera_run import Build, BuildFailed, fingerprint_diff, run_build, spec_text
+from tessera_run import Build, BuildFailed, fingerprint_diff, run_build, run_staged, spec_text
 from tpch import LAYOUTS, SF, TpchData, TpchQuery, generate, load_query, order_keys, query_ids, tables_of
 
 IDS = query_ids()
@@ -180,3 +180,13 @@ def test_tpch_layouts_give_same_records(qid: str, tpch_queries: Dict[str, TpchQu
 def test_tpch_plan_is_global(qid: str, tpch_queries: Dict[str, TpchQuery], tpch_builder: TpchBuilder) -> None:
     report = tpch_builder.get(tpch_queries[qid], "one").report
     assert report.get("plan") == GLOBAL, f"TPC-H {qid}: plan {report.get('plan')!r} ({report.get('plan_reason')!r})"
+
+
+@pytest.mark.parametrize("qid", IDS)
+def test_tpch_staged_build_gives_the_local_bytes(qid: str, tpch_queries: Dict[str, TpchQuery], tpch_builder: TpchBuilder, tessera_bin: str, tmp_path: Path) -> None:
+    """Each query cut into stages in 4 partitions, its tasks run one process
+    each in a random order (as a cluster runs them): the local build's
+    bytes."""
+    local = tpch_builder.get(tpch_queries[qid], "shuffled")
+    spec = tpch_builder.workdir / "tpch-specs" / f"{qid}-shuffled.yaml"
+    run_staged(tessera_bin, spec, 4, tmp_path, local.report, seed=int(qid[1:]))

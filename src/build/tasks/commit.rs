@@ -26,6 +26,21 @@ pub(super) fn fetch_all_outputs(
             names.push("outputs/global.json".to_string());
             ws.fetch("frozen.json", "task global")?;
             names.push("frozen.json".into());
+            // The shuffle files, listed by their tasks' indexes, go with
+            // the rest of the work directory.
+            for st in plan.staged.iter().flat_map(|s| &s.stages) {
+                for t in 0..st.tasks {
+                    let rel = ShuffleDir::index_rel(st.id, t);
+                    let what = format!("task {}", pipeline::stage_task_id(st.id, t));
+                    ws.fetch(&rel, &what)?;
+                    let index = read_index(&ShuffleDir::new(&ws.local), st.id, t)
+                        .map_err(BuildError::Other)?;
+                    for f in index.files.iter().flatten() {
+                        names.push(format!("shuffle/s{:03}/{}", st.id, f.file));
+                    }
+                    names.push(rel);
+                }
+            }
         }
         _ => {
             for c in &plan.chunks {
@@ -68,7 +83,17 @@ pub fn commit(plan_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Buil
     let (outputs, scan, chunks) = match decision {
         Decision::Global { .. } => {
             let g: GlobalOutput = read_json(&plan.global_path())?;
-            (g.outputs, g.scan, g.chunks)
+            let mut scan = g.scan;
+            // The stage tasks scanned the inputs; the global task read
+            // their files.
+            let dir = ShuffleDir::new(&plan.work_dir);
+            for st in plan.staged.iter().flat_map(|s| &s.stages) {
+                for t in 0..st.tasks {
+                    let index = read_index(&dir, st.id, t).map_err(BuildError::Other)?;
+                    scan.add(&index.scan);
+                }
+            }
+            (g.outputs, scan, g.chunks)
         }
         Decision::Chunked { .. } => {
             let mut outputs = Vec::with_capacity(plan.chunks.len());

@@ -22,6 +22,8 @@ pub(super) fn inputs_of(plan: &BuildPlan, task: &Task) -> Vec<(String, String)> 
     }
 }
 
+/// Uploads what task `task` wrote: shards first, then the file that lists
+/// them (so a reader of the store never finds an output whose shards are
 /// missing).
 pub(super) fn upload_outputs(
     ws: &WorkStore,
@@ -39,6 +41,17 @@ pub(super) fn upload_outputs(
             }
             ws.upload(&format!("outputs/{c:05}.json"))
         }
+        TaskKind::Stage => {
+            let Some(st) = task.stage else {
+                return Ok(());
+            };
+            let dir = ShuffleDir::new(&plan.work_dir);
+            let index = read_index(&dir, st.stage, st.task).map_err(BuildError::Other)?;
+            for f in index.files.iter().flatten() {
+                ws.upload(&format!("shuffle/s{:03}/{}", st.stage, f.file))?;
+            }
+            ws.upload(&ShuffleDir::index_rel(st.stage, st.task))
+        }
         TaskKind::Global => {
             let g: GlobalOutput = read_json(&plan.global_path())?;
             let outs: Vec<EncodeOutput> = g.outputs.into_iter().map(|(o, _)| o).collect();
@@ -49,6 +62,37 @@ pub(super) fn upload_outputs(
             ws.upload("outputs/global.json")
         }
     }
+}
+
+/// Downloads the shuffle files a stage task (or the top stage, `stage`
+/// `None`) reads: the index of every task it reads from, then the files.
+fn fetch_shuffle(
+    ws: &WorkStore,
+    planner: &Planner,
+    staged: &Staged,
+    stage: Option<usize>,
+    task: usize,
+) -> Result<(), BuildError> {
+    let dir = ShuffleDir::new(&ws.local);
+    for (from, pairs) in planner.stage_needs(staged, stage, task)? {
+        let mut indexed = std::collections::BTreeSet::new();
+        for (t, slot) in pairs {
+            if indexed.insert(t) {
+                ws.fetch(
+                    &ShuffleDir::index_rel(from, t),
+                    &format!("task {}", pipeline::stage_task_id(from, t)),
+                )?;
+            }
+            let index = read_index(&dir, from, t).map_err(BuildError::Other)?;
+            if let Some(Some(f)) = index.files.get(slot) {
+                ws.fetch(
+                    &format!("shuffle/s{from:03}/{}", f.file),
+                    &format!("task {}", pipeline::stage_task_id(from, t)),
+                )?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Runs task `id` of the plan at `plan_path`.
@@ -110,13 +154,22 @@ pub fn run_tasks(plan_path: &Path, ids: &[String]) -> Result<(), BuildError> {
         }
         let run = if let (TaskKind::Global, Some(wide)) = (task.kind, &wide) {
             let global = pipeline_for(&spec, &plan, &layout, wide, &budget)?;
+            if let (Some(ws), Some(staged)) = (&remote, &plan.staged) {
+                fetch_shuffle(ws, &global.planner(), staged, None, 0)?;
+            }
             global.run_task(&task, &files, None)
         } else {
             if chunk_run.is_none() {
                 chunk_run = Some(pipeline_for(&spec, &plan, &layout, &single, &budget)?);
             }
             match &chunk_run {
-                Some(p) => p.run_task(&task, &files, None),
+                Some(p) => {
+                    if let (Some(ws), Some(staged), Some(st)) = (&remote, &plan.staged, task.stage)
+                    {
+                        fetch_shuffle(ws, &p.planner(), staged, Some(st.stage), st.task)?;
+                    }
+                    p.run_task(&task, &files, None)
+                }
                 None => Ok(()),
             }
         };
@@ -143,7 +196,7 @@ pub(super) fn thread_pool(threads: usize) -> Result<rayon::ThreadPool, BuildErro
 /// chunks.
 fn pipeline_for<'a>(
     spec: &'a Arc<crate::spec::Spec>,
-    plan: &BuildPlan,
+    plan: &'a BuildPlan,
     layout: &tessera_reader::RecordLayout,
     pool: &'a rayon::ThreadPool,
     budget: &'a OutputBudget,
@@ -163,6 +216,7 @@ fn pipeline_for<'a>(
         budget: Some(budget),
         progress: None,
         seconds: Mutex::default(),
+        staged: plan.staged.as_ref(),
     })
 }
 

@@ -1,0 +1,160 @@
+use super::*;
+use datafusion::arrow::array::{Float64Array, Int64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::datasource::MemTable;
+use datafusion::physical_plan::collect;
+use datafusion::prelude::{SessionConfig, SessionContext};
+
+/// Two tables cut into four partitions each: `t(k, v)` with 3,000 rows over
+/// 700 keys, and `d(k, w)` with a row for every other key.
+fn context(partitions: usize) -> SessionContext {
+    let config = SessionConfig::new().with_target_partitions(partitions);
+    let ctx = SessionContext::new_with_config(config);
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("v", DataType::Float64, false),
+    ]));
+    let parts: Vec<Vec<RecordBatch>> = (0..4)
+        .map(|p| {
+            let ks: Vec<i64> = (0..750).map(|i| (i * 3 + p * 13) % 700).collect();
+            let vs: Vec<f64> = (0..750).map(|i| (i as f64) * 0.5 + p as f64).collect();
+            vec![
+                RecordBatch::try_new(
+                    Arc::clone(&schema),
+                    vec![
+                        Arc::new(Int64Array::from(ks)),
+                        Arc::new(Float64Array::from(vs)),
+                    ],
+                )
+                .expect("batch"),
+            ]
+        })
+        .collect();
+    let t = MemTable::try_new(Arc::clone(&schema), parts).expect("table");
+    ctx.register_table("t", Arc::new(t)).expect("register");
+    let dschema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("w", DataType::Int64, false),
+    ]));
+    let dparts: Vec<Vec<RecordBatch>> = (0..4)
+        .map(|p| {
+            let ks: Vec<i64> = (0..88).map(|i| (i * 4 + p) * 2).collect();
+            let ws: Vec<i64> = ks.iter().map(|k| k * 10).collect();
+            vec![
+                RecordBatch::try_new(
+                    Arc::clone(&dschema),
+                    vec![
+                        Arc::new(Int64Array::from(ks)),
+                        Arc::new(Int64Array::from(ws)),
+                    ],
+                )
+                .expect("batch"),
+            ]
+        })
+        .collect();
+    let d = MemTable::try_new(dschema, dparts).expect("table");
+    ctx.register_table("d", Arc::new(d)).expect("register");
+    ctx
+}
+
+/// Runs `sql` whole and as stages (every task of every stage, children
+/// first, then the top); returns both answers as text, and the cut.
+async fn both(sql: &str, partitions: usize) -> (String, String, Vec<StageInfo>) {
+    let ctx = context(partitions);
+    let plan = ctx
+        .sql(sql)
+        .await
+        .expect("sql")
+        .create_physical_plan()
+        .await
+        .expect("plan");
+    let whole = collect(Arc::clone(&plan), ctx.task_ctx())
+        .await
+        .expect("whole");
+    let work = tempfile::tempdir().expect("tempdir");
+    let dir = ShuffleDir::new(work.path());
+    let cut = cut(plan, &dir).expect("cut");
+    for stage in &cut.stages {
+        // Tasks in reverse order: no task depends on another of its stage.
+        for task in (0..stage.info.tasks).rev() {
+            write::run_task(stage, task, ctx.task_ctx(), &dir, u64::MAX)
+                .await
+                .expect("task");
+        }
+    }
+    let staged = collect(Arc::clone(&cut.top), ctx.task_ctx())
+        .await
+        .expect("top");
+    let text = |b: &[RecordBatch]| pretty_format_batches(b).expect("format").to_string();
+    (text(&whole), text(&staged), cut.infos())
+}
+
+#[tokio::test]
+async fn a_group_by_cut_at_its_hash_exchange_gives_the_whole_plans_answer() {
+    let (whole, staged, infos) = both(
+        "SELECT k, COUNT(*) AS n, SUM(v) AS sv FROM t GROUP BY k ORDER BY k",
+        4,
+    )
+    .await;
+    assert_eq!(whole, staged);
+    assert!(whole.lines().count() > 700, "{}", &whole[..200]);
+    // The partial aggregate's stage writes hash partitions; the final
+    // aggregate's stage is sorted per partition and merged on top.
+    assert!(
+        infos.iter().any(|s| s.exchange == Exchange::Hash(4)),
+        "{infos:?}"
+    );
+    assert!(
+        infos.iter().any(|s| s.exchange == Exchange::Merge),
+        "{infos:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_join_distinct_and_window_give_the_whole_plans_answer() {
+    for sql in [
+        "SELECT t.k, d.w, COUNT(*) AS n FROM t JOIN d ON t.k = d.k GROUP BY t.k, d.w ORDER BY t.k",
+        "SELECT DISTINCT k FROM t ORDER BY k",
+        "SELECT k, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v) AS r FROM t ORDER BY k, v",
+        "SELECT COUNT(*) AS n, SUM(v) AS s FROM t",
+    ] {
+        let (whole, staged, infos) = both(sql, 3).await;
+        assert_eq!(whole, staged, "{sql}");
+        assert!(!infos.is_empty(), "{sql}: no stage cut");
+    }
+}
+
+#[tokio::test]
+async fn a_task_run_twice_writes_the_same_files() {
+    let ctx = context(4);
+    let plan = ctx
+        .sql("SELECT k, COUNT(*) AS n FROM t GROUP BY k ORDER BY k")
+        .await
+        .expect("sql")
+        .create_physical_plan()
+        .await
+        .expect("plan");
+    let work = tempfile::tempdir().expect("tempdir");
+    let dir = ShuffleDir::new(work.path());
+    let cut = cut(plan, &dir).expect("cut");
+    let first = &cut.stages[0];
+    let a = write::run_task(first, 1, ctx.task_ctx(), &dir, u64::MAX)
+        .await
+        .expect("first run");
+    let b = write::run_task(first, 1, ctx.task_ctx(), &dir, u64::MAX)
+        .await
+        .expect("second run");
+    assert_eq!(a, b);
+    assert!(a.files.iter().flatten().count() > 1, "{a:?}");
+    // A damaged file is refused by name, never read.
+    let f = a.files.iter().flatten().next().expect("a file");
+    let path = dir.stage_dir(0).join(&f.file);
+    let mut bytes = std::fs::read(&path).expect("read");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x40;
+    std::fs::write(&path, &bytes).expect("write");
+    let err = read::read_file(&path, f).expect_err("a damaged file");
+    assert!(err.contains(&f.file) && err.contains("damaged"), "{err}");
+}
