@@ -559,7 +559,8 @@ fn a_work_directory_in_the_bucket_needs_no_shared_files() {
     assert_eq!(c.shard_hashes(), a.shard_hashes());
     assert!(list(&ep, &work).is_empty(), "{:?}", list(&ep, &work));
 
-    // A global query is one task, through the bucket too.
+    // A global query runs as stage tasks and its global task, through the
+    // bucket too: each task fetches the shuffle files it reads.
     let global = |path: &str| {
         format!(
             "version: 1\nname: g\nsources:\n  t: {{ path: \"{path}\" }}\nquery: SELECT day, count(*) AS n, min(id) AS id FROM t GROUP BY day\nfields:\n  day: {{ dtype: i32, column: day }}\n  n: {{ dtype: i64, column: n }}\n  id: {{ dtype: i64, column: id }}\n"
@@ -580,6 +581,8 @@ fn a_work_directory_in_the_bucket_needs_no_shared_files() {
             &root.join("cache-g").display().to_string(),
             "--work-dir",
             &gwork,
+            "--threads",
+            "3",
             "--json",
         ],
     );
@@ -587,8 +590,22 @@ fn a_work_directory_in_the_bucket_needs_no_shared_files() {
     let gplan: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("plan");
     assert_eq!(gplan["decision"]["plan"], "global");
     let gplan_url = format!("{gwork}/plan.json");
-    let o = run_s3(&ep, &["task", &gplan_url, "global"]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let gids: Vec<String> = gplan["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .filter_map(|t| t["id"].as_str().map(str::to_string))
+        .collect();
+    assert!(gids.iter().any(|i| i.starts_with("stage")), "{gplan}");
+    for id in &gids {
+        let o = run_s3(&ep, &["task", &gplan_url, id]);
+        assert!(o.status.success(), "{id}: {}", stderr(&o));
+    }
+    assert!(
+        list(&ep, &gwork)
+            .iter()
+            .any(|k| k.contains("/shuffle/s000/"))
+    );
     let o = run_s3(&ep, &["commit", &gplan_url, "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let gc = Built {
