@@ -3,7 +3,7 @@ loses a worker node in the middle, and builds again; run by test_ray.py
 inside a network namespace of its own (where loopback is the only
 interface), so that no Ray traffic leaves the machine's loopback.
 
-    python ray_cluster.py SPEC CACHE_DIR RESULT_JSON
+    python ray_cluster.py SPEC CACHE_DIR RESULT_JSON [global]
 
 Starts SeaweedFS (an S3 server), copies SPEC's ``data/*.parquet`` into it
 (the nodes read the inputs from the bucket, hashing their bytes, so the
@@ -13,6 +13,10 @@ builds SPEC into
 CACHE_DIR with ``tessera.ray.build``, published to the S3 server too; kills
 worker node ``b`` (SIGKILL to its whole process group) as soon as two tasks
 have written their outputs; after the build, builds again (a cache hit).
+With ``global`` (a spec whose query is cut into stages), it kills node ``b``
+once the first map task (stage 0) has written its index, and node ``a`` once
+the first task of the next stage has, so that each stage loses a worker, and
+keeps at most one task in flight per node.
 Writes what happened to RESULT_JSON, with the blake3 of every file read back
 from the store. Stops every node it started by process group, never with
 ``ray stop``, and the S3 server.
@@ -37,9 +41,15 @@ def ray_cli() -> str:
     return os.path.join(os.path.dirname(sys.executable), "ray")
 
 
-def start_node(name: str, temp_dir: str, head: bool) -> subprocess.Popen:
+def start_node(name: str, temp_dir: str, head: bool, pause: str = "") -> subprocess.Popen:
     cmd = [ray_cli(), "start", "--block", "--node-ip-address=127.0.0.1", "--num-cpus=1", "--disable-usage-stats", f"--resources={json.dumps({name: 1})}"]
     env = dict(os.environ)
+    if pause:
+        # Every `tessera task` this node runs stops at that fault point (its
+        # files written, its index not), until the node is killed; the trace
+        # tells the killer it got there.
+        env["TESSERA_FAULT_PAUSE"] = pause
+        env["TESSERA_FAULT_TRACE"] = os.path.join(temp_dir, f"trace-{name}")
     if head:
         cmd += ["--head", f"--port={PORT}", f"--temp-dir={temp_dir}", "--include-dashboard=false", "--object-store-memory=100000000"]
         # Notice a dead node in about 2 s instead of 14.
@@ -106,6 +116,7 @@ def upload_inputs(s3: Any, spec: str) -> str:
 
 def main() -> None:
     spec, cache_dir, result_path = sys.argv[1:4]
+    staged = len(sys.argv) > 4 and sys.argv[4] == "global"
     # Inside a network namespace of its own, with only loopback: no token
     # (Ray turns token authentication on when a token file exists in $HOME).
     os.environ["RAY_AUTH_MODE"] = "disabled"
@@ -135,8 +146,11 @@ def main() -> None:
                 if time.monotonic() > deadline or nodes["head"].poll() is not None:
                     raise
                 time.sleep(1)
+        # With stages: node b's map tasks and node a's reduce tasks hang once
+        # their files are written, so each node dies with a task in flight.
+        pauses = {"a": "shuffle.s001.written", "b": "shuffle.s000.written"} if staged else {}
         for name in ("a", "b"):
-            nodes[name] = start_node(name, temp_dir, head=False)
+            nodes[name] = start_node(name, temp_dir, head=False, pause=pauses.get(name, ""))
             while name not in alive_nodes(ray):
                 if time.monotonic() > deadline or nodes[name].poll() is not None:
                     raise SystemExit(f"node {name} did not come up: {alive_nodes(ray)} (see {temp_dir})")
@@ -158,7 +172,27 @@ def main() -> None:
             while time.monotonic() < deadline and "at" not in killed:
                 infos = fs.get_file_info(selector)
                 outputs = sum(1 for i in infos if i.path.endswith(".json") and not i.path.endswith("/plan.json"))
-                if outputs >= 2:
+                if staged:
+                    # A node dies once its task has reached the pause.
+                    def paused(name: str, point: str) -> bool:
+                        try:
+                            with open(os.path.join(temp_dir, f"trace-{name}")) as f:
+                                return point in f.read().split()
+                        except OSError:
+                            return False
+
+                    maps = sum(1 for i in infos if "/shuffle/s000/t" in i.path and i.path.endswith(".json"))
+                    if "map_at" not in killed and paused("b", "shuffle.s000.written"):
+                        killed["map_at"] = time.monotonic()
+                        killed["maps_before"] = maps
+                        stop(nodes["b"], signal.SIGKILL, wait=5)
+                    if "map_at" in killed and paused("a", "shuffle.s001.written"):
+                        killed["reduces_before"] = sum(1 for i in infos if "/shuffle/s001/t" in i.path and i.path.endswith(".json"))
+                        killed["outputs_before"] = outputs
+                        killed["at"] = time.monotonic()
+                        stop(nodes["a"], signal.SIGKILL, wait=5)
+                        return
+                elif outputs >= 2:
                     killed["outputs_before"] = outputs
                     killed["at"] = time.monotonic()
                     stop(nodes["b"], signal.SIGKILL, wait=5)
@@ -169,9 +203,11 @@ def main() -> None:
         t.start()
         t0 = time.monotonic()
         url = s3.url("ray/clicks")
-        first = tray.build(spec, url, cache_dir=cache_dir, work_dir=work, progress=False, retries=5)
+        first = tray.build(spec, url, cache_dir=cache_dir, work_dir=work, progress=False, retries=5, max_in_flight=3 if staged else None)
         t.join(timeout=5)
-        result["first"] = {"hash": first["hash"], "path": first["path"], "cache_hit": first["cache_hit"], "tasks": first["tasks"], "seconds": time.monotonic() - t0, "output": first.get("output")}
+        result["first"] = {"hash": first["hash"], "path": first["path"], "cache_hit": first["cache_hit"], "tasks": first["tasks"], "seconds": time.monotonic() - t0, "output": first.get("output"), "reruns": first.get("reruns"), "rerun": first.get("rerun"), "peak_rss_bytes": first.get("peak_rss_bytes")}
+        result["killed"] = {k: v for k, v in killed.items() if not k.endswith("at")}
+        result["killed_map_before_reduce"] = "map_at" in killed and "at" in killed and killed["map_at"] <= killed["at"]
         # What the store holds, read back through the reader (verified).
         import tessera
 

@@ -111,3 +111,62 @@ def test_three_nodes_a_killed_worker_the_local_bytes_and_a_cache_hit(tmp_path: P
     # Built again: a cache hit, no task scheduled.
     second = r["second"]
     assert second["cache_hit"] and second["tasks"] == 0 and second["path"] == first["path"], r
+
+
+GLOBAL_SPEC = """\
+version: 1
+name: clicks-by-cat
+sources:
+  t: { path: data/*.parquet }
+query: SELECT cat, COUNT(*) AS n, SUM(x) AS sx, AVG(x) AS ax, MIN(id) AS id FROM t WHERE day >= 1 GROUP BY cat
+fields:
+  id:  { dtype: i64, column: id }
+  n:   { dtype: i64, column: n }
+  sx:  { dtype: f64, column: sx }
+  ax:  { dtype: f32, column: ax, transform: standardize }
+  cat: { dtype: i32, column: cat, transform: { hash_bucket: 4096 } }
+split: { key: id, weights: { train: 0.9, val: 0.1 } }
+chunks: { partitions: 6 }
+"""
+
+
+@pytest.mark.skipif(not can_unshare(), reason="a network namespace of its own needs root (CI runs as root)")
+def test_three_nodes_a_global_query_loses_a_worker_in_each_stage(tmp_path: Path) -> None:
+    """A GROUP BY cut into stages: node b dies during the map stage, node a
+    during the reduce stage; the build finishes on what is left, reruns only
+    the Ray tasks that were on the dead nodes, and gives the local bytes."""
+    write_data(tmp_path)
+    (tmp_path / "spec.yaml").write_text(GLOBAL_SPEC)
+    spec = str(tmp_path / "spec.yaml")
+    local = subprocess.run(
+        [tessera.find_compiler(), "build", spec, "--cache-dir", str(tmp_path / "local"), "--json", "-q"],
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    local_report = json.loads(local.stdout.strip().splitlines()[-1])
+
+    result_path = tmp_path / "result.json"
+    script = f"ip link set lo up && exec {sys.executable} {HERE / 'ray_cluster.py'} {spec} {tmp_path / 'cluster'} {result_path} global"
+    proc = subprocess.run(["unshare", "-n", "sh", "-c", script], timeout=600, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
+    assert result_path.exists(), proc.stdout[-4000:]
+    r = json.loads(result_path.read_text())
+    assert proc.returncode == 0, (r, proc.stdout[-4000:])
+
+    first = r["first"]
+    assert not first["cache_hit"] and first["hash"] == local_report["hash"], r
+    # One worker died in each stage, and stayed dead.
+    assert r["killed_map_before_reduce"], r
+    assert "a" not in r["alive_after"] and "b" not in r["alive_after"], r
+    # Each dead node held one Ray task of one plan task (b a map task, a a
+    # reduce task, both paused once their files were written; one in flight
+    # per node): exactly those two ran again, and the report says so.
+    assert first["reruns"] == 2 and len(first["rerun"]) == 2, first
+    again = sorted(g["tasks"][0] for g in first["rerun"] if len(g["tasks"]) == 1)
+    assert len(again) == 2 and again[0].startswith("stage0-") and again[1].startswith("stage1-"), first
+    assert first["tasks"] >= 13, first  # 6 map, 6 reduce, the global task
+    assert r["work_left"] == [], r
+    assert digests(first["path"]) == digests(local_report["path"])
+    assert set(first["peak_rss_bytes"]) == {"stage", "global"}, first
+    second = r["second"]
+    assert second["cache_hit"] and second["tasks"] == 0 and second["path"] == first["path"], r

@@ -145,6 +145,9 @@ pub async fn run_task(
         files,
         scan: crate::plan::exec::collect_metrics(stage.plan.as_ref()),
     };
+    // Files written, index not yet: a task killed here leaves files no
+    // index names (the cluster test pauses a worker's task here).
+    crate::fault::point_with(|| format!("shuffle.s{:03}.written", stage.info.id));
     let path = dir.index_path(stage.info.id, task);
     let bytes = serde_json::to_vec(&index).map_err(|e| PlanError::Query {
         context: path.display().to_string(),
