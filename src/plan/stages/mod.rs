@@ -18,6 +18,7 @@
 //! way; [`Stages::digest`] lets a task refuse a plan that came out
 //! differently on its machine.
 
+mod mapped;
 pub mod read;
 pub mod write;
 

@@ -1,7 +1,6 @@
 //! Reading a stage's shuffle files where its exchange stood.
 
 use super::ShuffleDir;
-use datafusion::arrow::ipc::reader::FileReader;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result as DfResult};
@@ -147,24 +146,10 @@ pub fn files_of(
     Ok(out)
 }
 
-/// Reads one shuffle file whole, checks its blake3, and decodes its batches.
+/// Reads one shuffle file: checks its blake3 and decodes its batches (in
+/// place, see [`mapped`](super::mapped)).
 pub fn read_file(path: &std::path::Path, want: &ShuffleFile) -> Result<Vec<RecordBatch>, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let got = blake3::hash(&bytes).to_hex();
-    if got.as_str() != want.blake3 {
-        return Err(format!(
-            "{}: the bytes hash to {}, the task's index says {} (a torn or damaged shuffle \
-             file; run its task again)",
-            path.display(),
-            &got.as_str()[..16],
-            &want.blake3[..want.blake3.len().min(16)]
-        ));
-    }
-    let reader = FileReader::try_new(std::io::Cursor::new(bytes), None)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    reader
-        .map(|b| b.map_err(|e| format!("{}: {e}", path.display())))
-        .collect()
+    super::mapped::read_batches(path, &want.blake3)
 }
 
 /// Appends the stages that the readers in `plan` read (each once, in plan
