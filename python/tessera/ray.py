@@ -3,7 +3,8 @@
 A build is a DAG of tasks (``tessera plan`` writes it; each task names the
 tasks whose outputs it reads): statistics partials, one per chunk of the
 input; ``freeze``, which merges them in chunk order; shard tasks, one per
-chunk (or one ``global`` task for a global query); then a commit that
+chunk; for a global query, a task per partition of each stage of its plan
+(map and reduce sides of a shuffle) and the ``global`` task; then a commit that
 assembles the outputs and publishes the artifact. :func:`build` plans on the
 driver, runs the tasks as Ray tasks in the order their dependencies allow,
 whatever their kind (each one is the ``tessera task`` command this package
