@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Dict, Tuple
 
 import pytest
 
@@ -18,7 +20,8 @@ if str(HERE) not in sys.path:
 
 from datagen import Inputs, generate  # noqa: E402
 from oracle import DuckOracle  # noqa: E402
-from tessera_run import Builder, duck_views  # noqa: E402
+from tpch import TpchData, TpchQuery, generate as generate_tpch, load_query, query_ids  # noqa: E402
+from tessera_run import Build, BuildFailed, Builder, duck_views, run_build, spec_text  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -62,3 +65,54 @@ def duck(inputs: Inputs) -> DuckOracle:
 @pytest.fixture(scope="session")
 def builder(tessera_bin: str, inputs: Inputs, workdir: Path) -> Builder:
     return Builder(tessera_bin, inputs, workdir)
+
+
+# --------------------------------------------------------------- TPC-H
+
+@pytest.fixture(scope="session")
+def tpch_data(workdir: Path) -> TpchData:
+    return generate_tpch(workdir / "tpch")
+
+
+@pytest.fixture(scope="session")
+def tpch_duck(tpch_data: TpchData) -> DuckOracle:
+    return DuckOracle(tpch_data.duck_views())
+
+
+@pytest.fixture(scope="session")
+def tpch_queries(tpch_duck: DuckOracle) -> Dict[str, TpchQuery]:
+    return {qid: load_query(qid, tpch_duck.con) for qid in query_ids()}
+
+
+@dataclass
+class TpchBuilder:
+    """Builds each (query, layout, threads) once per session, each with a
+    fresh cache (the thread count is not part of the artifact hash)."""
+
+    binary: str
+    data: TpchData
+    workdir: Path
+    _done: Dict[Tuple[str, str, int], Build] = field(default_factory=dict, repr=False)
+    _failed: Dict[Tuple[str, str, int], BuildFailed] = field(default_factory=dict, repr=False)
+
+    def get(self, tq: TpchQuery, layout: str, threads: int = 2) -> Build:
+        key = (tq.qid, layout, threads)
+        if key in self._failed:
+            raise self._failed[key]
+        if key not in self._done:
+            specs = self.workdir / "tpch-specs"
+            specs.mkdir(parents=True, exist_ok=True)
+            spec = specs / f"{tq.qid}-{layout}.yaml"
+            spec.write_text(spec_text(f"tpch-{tq.qid}-{layout}", tq.q, tq.sources(self.data, layout), None))
+            cache = self.workdir / "cache" / f"tpch-{tq.qid}-{layout}-t{threads}"
+            try:
+                self._done[key] = run_build(self.binary, spec, threads, cache)
+            except BuildFailed as e:
+                self._failed[key] = e
+                raise
+        return self._done[key]
+
+
+@pytest.fixture(scope="session")
+def tpch_builder(tessera_bin: str, tpch_data: TpchData, workdir: Path) -> TpchBuilder:
+    return TpchBuilder(tessera_bin, tpch_data, workdir)

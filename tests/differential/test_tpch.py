@@ -15,7 +15,6 @@ against DuckDB (tpch.py says how the data, layouts and fields are made):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Tuple
 
@@ -25,60 +24,12 @@ import pytest
 from compare import multiset_mismatch
 from corpus import GLOBAL, F
 from oracle import DuckOracle
-from tessera_run import Build, BuildFailed, fingerprint_diff, run_build, run_staged, spec_text
-from tpch import LAYOUTS, SF, TpchData, TpchQuery, generate, load_query, order_keys, query_ids, tables_of
+from conftest import TpchBuilder
+from tessera_run import fingerprint_diff, run_staged
+from tpch import LAYOUTS, SF, TpchQuery, order_keys, query_ids, tables_of
 
 IDS = query_ids()
 RTOL = {"f64": 1e-12}
-
-
-@pytest.fixture(scope="session")
-def tpch_data(workdir: Path) -> TpchData:
-    return generate(workdir / "tpch")
-
-
-@pytest.fixture(scope="session")
-def tpch_duck(tpch_data: TpchData) -> DuckOracle:
-    return DuckOracle(tpch_data.duck_views())
-
-
-@pytest.fixture(scope="session")
-def tpch_queries(tpch_duck: DuckOracle) -> Dict[str, TpchQuery]:
-    return {qid: load_query(qid, tpch_duck.con) for qid in IDS}
-
-
-@dataclass
-class TpchBuilder:
-    """Builds each (query, layout, threads) once per session, each with a
-    fresh cache (the thread count is not part of the artifact hash)."""
-
-    binary: str
-    data: TpchData
-    workdir: Path
-    _done: Dict[Tuple[str, str, int], Build] = field(default_factory=dict, repr=False)
-    _failed: Dict[Tuple[str, str, int], BuildFailed] = field(default_factory=dict, repr=False)
-
-    def get(self, tq: TpchQuery, layout: str, threads: int = 2) -> Build:
-        key = (tq.qid, layout, threads)
-        if key in self._failed:
-            raise self._failed[key]
-        if key not in self._done:
-            specs = self.workdir / "tpch-specs"
-            specs.mkdir(parents=True, exist_ok=True)
-            spec = specs / f"{tq.qid}-{layout}.yaml"
-            spec.write_text(spec_text(f"tpch-{tq.qid}-{layout}", tq.q, tq.sources(self.data, layout), None))
-            cache = self.workdir / "cache" / f"tpch-{tq.qid}-{layout}-t{threads}"
-            try:
-                self._done[key] = run_build(self.binary, spec, threads, cache)
-            except BuildFailed as e:
-                self._failed[key] = e
-                raise
-        return self._done[key]
-
-
-@pytest.fixture(scope="session")
-def tpch_builder(tessera_bin: str, tpch_data: TpchData, workdir: Path) -> TpchBuilder:
-    return TpchBuilder(tessera_bin, tpch_data, workdir)
 
 
 def test_tpch_has_the_22_queries(tpch_queries: Dict[str, TpchQuery]) -> None:
