@@ -93,7 +93,7 @@ impl Job<'_> {
         let serial = planner.serial_reason().map(str::to_string);
         let query_columns = planner
             .query_schema()
-            .map(tessera_transform::serving::query_columns_json);
+            .map(tessera_transform::serving::query_columns_record);
         let pipeline = Pipeline {
             spec,
             planner: RwLock::new(planner),
@@ -185,7 +185,7 @@ pub(crate) struct Commit<'a> {
     /// Counters of work done outside the encode tasks (a global query).
     pub(crate) scan: ScanMetrics,
     /// The query's output columns and types (for the serving transform).
-    pub(crate) query_columns: Option<serde_json::Value>,
+    pub(crate) query_columns: Option<Vec<QueryColumn>>,
 }
 
 impl Commit<'_> {
@@ -268,11 +268,6 @@ impl Commit<'_> {
         files.extend(tokenizer_files(spec, staging)?);
         manifest.set_stats(&stats);
         manifest.files = files;
-        let query_columns = self
-            .query_columns
-            .map(serde_json::from_value::<Vec<QueryColumn>>)
-            .transpose()
-            .map_err(|e| BuildError::Other(format!("the query's columns: {e}")))?;
         manifest.set_build_record(&BuildRecord {
             semantics_version: u64::from(SEMANTICS_VERSION),
             plan: Some(self.decision.kind().to_string()),
@@ -283,7 +278,7 @@ impl Commit<'_> {
             scan: Some(scan),
             pack: packed,
             skipped: (!skipped.is_empty()).then_some(skipped),
-            query_columns,
+            query_columns: self.query_columns,
         });
         Ok((
             manifest,
@@ -394,8 +389,7 @@ fn stats_entries(
                 } if values.len() > VOCAB_INLINE => {
                     let name = tessera_reader::vocab_file_name(&f.name, j);
                     let path = dir.join(&name);
-                    let io =
-                        |e: std::io::Error| BuildError::Other(format!("{}: {e}", path.display()));
+                    let io = |e: std::io::Error| BuildError::io(&path, e);
                     let mut w = std::io::BufWriter::new(std::fs::File::create(&path).map_err(io)?);
                     for (v, c) in values.iter().zip(counts) {
                         w.write_all(&tessera_reader::vocab_line(v, *c))
@@ -437,8 +431,7 @@ fn tokenizer_files(spec: &Spec, dir: &Path) -> Result<Vec<FileInfo>, BuildError>
                 continue;
             };
             let from = spec_dir.join(&t.file);
-            let bytes = std::fs::read(&from)
-                .map_err(|e| BuildError::Other(format!("{}: {e}", from.display())))?;
+            let bytes = std::fs::read(&from).map_err(|e| BuildError::io(&from, e))?;
             let hash = blake3::hash(&bytes).to_hex().to_string();
             if t.blake3.as_deref() != Some(hash.as_str()) {
                 return Err(BuildError::Other(format!(
@@ -449,8 +442,7 @@ fn tokenizer_files(spec: &Spec, dir: &Path) -> Result<Vec<FileInfo>, BuildError>
             }
             let name = format!("tokenizer-{}.json", f.name);
             let to = dir.join(&name);
-            std::fs::write(&to, &bytes)
-                .map_err(|e| BuildError::Other(format!("{}: {e}", to.display())))?;
+            std::fs::write(&to, &bytes).map_err(|e| BuildError::io(&to, e))?;
             files.push(FileInfo {
                 file: name,
                 bytes: bytes.len() as u64,

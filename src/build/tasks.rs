@@ -72,7 +72,7 @@ pub struct BuildPlan {
     /// The query's output columns and types, recorded in the manifest for
     /// the serving transform.
     #[serde(default)]
-    pub query_columns: Option<serde_json::Value>,
+    pub query_columns: Option<Vec<tessera_reader::QueryColumn>>,
     /// The spec's text, for nodes that cannot read `spec` (a work directory
     /// in an object store).
     #[serde(default)]
@@ -219,7 +219,7 @@ pub fn plan(
     plan.needs_stats = planner.needs_stats();
     plan.query_columns = planner
         .query_schema()
-        .map(tessera_transform::serving::query_columns_json);
+        .map(tessera_transform::serving::query_columns_record);
     let global = matches!(plan.decision, Some(Decision::Global { .. }));
     if global {
         let partitions = partitions_for(
@@ -322,4 +322,24 @@ pub(super) fn load(plan: &BuildPlan) -> Result<(Arc<crate::spec::Spec>, Prepared
         )));
     }
     Ok((Arc::new(p.spec.clone()), p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::partitions_for;
+
+    #[test]
+    fn partitions_come_from_the_spec_else_from_input_and_memory() {
+        const GIB: u64 = 1 << 30;
+        // The spec's number wins, whatever the input.
+        assert_eq!(partitions_for(Some(7), 100 * GIB, GIB, 2), 7);
+        // Four times a task's share fits in its memory: 10 GiB in 4 GiB
+        // tasks needs 10 partitions.
+        assert_eq!(partitions_for(None, 10 * GIB, 4 * GIB, 2), 10);
+        // Small inputs: one partition per thread.
+        assert_eq!(partitions_for(None, 1 << 20, 4 * GIB, 3), 3);
+        // More memory per task, fewer partitions; never above the cap.
+        assert!(partitions_for(None, 10 * GIB, 8 * GIB, 1) < 10);
+        assert_eq!(partitions_for(None, u64::MAX, 1, 1), 1024);
+    }
 }

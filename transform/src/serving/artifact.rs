@@ -231,12 +231,6 @@ pub fn query_columns_record(schema: &Schema) -> Vec<QueryColumn> {
         .collect()
 }
 
-/// [`query_columns_record`] as JSON (a build plan carries it so).
-pub fn query_columns_json(schema: &Schema) -> Value {
-    // A list of objects of two strings.
-    serde_json::to_value(query_columns_record(schema)).unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

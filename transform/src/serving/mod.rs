@@ -15,7 +15,7 @@ mod arrow_out;
 mod artifact;
 mod inputs;
 
-pub use artifact::{field_stats, query_columns_json, query_columns_record};
+pub use artifact::{field_stats, query_columns_record};
 
 use crate::chain::Chain;
 use crate::field::{Field, Split};
