@@ -27,7 +27,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from tessera._build import PathArg, find_compiler
 from tessera.errors import BuildError
@@ -202,7 +202,7 @@ def _run_on_ray(
     retries: int,
     progress: bool,
     seconds: Dict[str, float],
-) -> "tuple[List[Dict[str, Any]], List[Dict[str, Any]]]":
+) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
     try:
         ray: Any = importlib.import_module("ray")
     except ImportError as e:  # pragma: no cover - depends on the environment
@@ -282,7 +282,7 @@ def _run_dag(
     submitted: Set[str] = set()
     pending: List[List[str]] = []
     running: Dict[Any, List[str]] = {}
-    attempts: Dict[tuple, int] = {}
+    attempts: Dict[Tuple[str, ...], int] = {}
     results: List[Dict[str, Any]] = []
     spans: Dict[str, List[float]] = {}
     try:

@@ -17,7 +17,8 @@ use std::sync::Arc;
 /// One file a task wrote: a partition of its output.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShuffleFile {
-    /// Its name in the stage's directory: partition, then content hash.
+    /// Its name in the stage's directory: the task, the partition and the
+    /// content hash (`t00003-p00001-<16 hex digits>.arrow`).
     pub file: String,
     /// Rows in it.
     pub rows: u64,

@@ -135,7 +135,7 @@ pub async fn run_task(
     let mut files = Vec::with_capacity(outputs);
     for (j, part) in parts.into_iter().enumerate() {
         files.push(match part {
-            Some(p) => Some(finish(p, j, &sdir)?),
+            Some(p) => Some(finish(p, task, j, &sdir)?),
             None => None,
         });
     }
@@ -160,9 +160,9 @@ pub async fn run_task(
     Ok(index)
 }
 
-/// Closes a partition's file and gives it its name: the partition and the
-/// first 16 hex digits of its blake3.
-fn finish(p: Part, j: usize, sdir: &Path) -> Result<ShuffleFile, PlanError> {
+/// Closes a partition's file and gives it its name: the task, the
+/// partition and the first 16 hex digits of its blake3.
+fn finish(p: Part, task: usize, j: usize, sdir: &Path) -> Result<ShuffleFile, PlanError> {
     let Part {
         tmp,
         mut writer,
@@ -177,7 +177,7 @@ fn finish(p: Part, j: usize, sdir: &Path) -> Result<ShuffleFile, PlanError> {
         message: e.to_string(),
     })?;
     file.sync_all().map_err(io_err(&tmp))?;
-    let name = format!("p{j:05}-{}.arrow", &hash[..16]);
+    let name = format!("t{task:05}-p{j:05}-{}.arrow", &hash[..16]);
     let to = sdir.join(&name);
     std::fs::rename(&tmp, &to).map_err(io_err(&to))?;
     Ok(ShuffleFile {
