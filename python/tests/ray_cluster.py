@@ -75,6 +75,29 @@ def stop(p: subprocess.Popen, sig: int = signal.SIGTERM, wait: float = 15.0) -> 
     p.wait(timeout=wait)
 
 
+def start_cluster(ray: Any, temp_dir: str, nodes: Dict[str, subprocess.Popen], pauses: Dict[str, str]) -> None:
+    """Starts the head, connects this process to it, then workers ``a`` and
+    ``b`` (each with its fault point from ``pauses``), one at a time, each
+    registered before the next starts; ``nodes`` gets their processes as
+    they start, so that the caller can stop them whatever happens."""
+    nodes["head"] = start_node("head", temp_dir, head=True)
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            ray.init(address=f"127.0.0.1:{PORT}", logging_level="ERROR", log_to_driver=False)
+            break
+        except ConnectionError:
+            if time.monotonic() > deadline or nodes["head"].poll() is not None:
+                raise
+            time.sleep(1)
+    for name in ("a", "b"):
+        nodes[name] = start_node(name, temp_dir, head=False, pause=pauses.get(name, ""))
+        while name not in alive_nodes(ray):
+            if time.monotonic() > deadline or nodes[name].poll() is not None:
+                raise SystemExit(f"node {name} did not come up: {alive_nodes(ray)} (see {temp_dir})")
+            time.sleep(0.5)
+
+
 def alive_nodes(ray: Any) -> List[str]:
     return sorted(k for n in ray.nodes() if n["Alive"] for k in n["Resources"] if k in ("a", "b", "head"))
 
@@ -135,26 +158,10 @@ def main() -> None:
 
         import tessera.ray as tray
 
-        # One node at a time: each registers before the next starts.
-        nodes["head"] = start_node("head", temp_dir, head=True)
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                ray.init(address=f"127.0.0.1:{PORT}", logging_level="ERROR", log_to_driver=False)
-                break
-            except ConnectionError:
-                if time.monotonic() > deadline or nodes["head"].poll() is not None:
-                    raise
-                time.sleep(1)
         # With stages: node b's map tasks and node a's reduce tasks hang once
         # their files are written, so each node dies with a task in flight.
         pauses = {"a": "shuffle.s001.written", "b": "shuffle.s000.written"} if staged else {}
-        for name in ("a", "b"):
-            nodes[name] = start_node(name, temp_dir, head=False, pause=pauses.get(name, ""))
-            while name not in alive_nodes(ray):
-                if time.monotonic() > deadline or nodes[name].poll() is not None:
-                    raise SystemExit(f"node {name} did not come up: {alive_nodes(ray)} (see {temp_dir})")
-                time.sleep(0.5)
+        start_cluster(ray, temp_dir, nodes, pauses)
         result["node_ips"] = sorted({n["NodeManagerAddress"] for n in ray.nodes()})
 
         # Kill node b once two tasks have written their outputs, while the

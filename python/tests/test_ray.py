@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict
+from typing import Any, Dict, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -73,9 +73,10 @@ def can_unshare() -> bool:
     return subprocess.run(["unshare", "-n", "true"], check=False).returncode == 0
 
 
-@pytest.mark.skipif(not can_unshare(), reason="a network namespace of its own needs root (CI runs as root)")
-def test_three_nodes_a_killed_worker_the_local_bytes_and_a_cache_hit(tmp_path: Path) -> None:
-    write_data(tmp_path)
+def local_and_cluster(tmp_path: Path, *mode: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """The local build of ``tmp_path/spec.yaml`` (its report), and what
+    ray_cluster.py (in a network namespace of its own) says of building it
+    on the cluster."""
     spec = str(tmp_path / "spec.yaml")
     local = subprocess.run(
         [tessera.find_compiler(), "build", spec, "--cache-dir", str(tmp_path / "local"), "--json", "-q"],
@@ -84,13 +85,19 @@ def test_three_nodes_a_killed_worker_the_local_bytes_and_a_cache_hit(tmp_path: P
         text=True,
     )
     local_report = json.loads(local.stdout.strip().splitlines()[-1])
-
     result_path = tmp_path / "result.json"
-    script = f"ip link set lo up && exec {sys.executable} {HERE / 'ray_cluster.py'} {spec} {tmp_path / 'cluster'} {result_path}"
+    script = f"ip link set lo up && exec {sys.executable} {HERE / 'ray_cluster.py'} {spec} {tmp_path / 'cluster'} {result_path} {' '.join(mode)}"
     proc = subprocess.run(["unshare", "-n", "sh", "-c", script], timeout=600, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
     assert result_path.exists(), proc.stdout[-4000:]
     r = json.loads(result_path.read_text())
     assert proc.returncode == 0, (r, proc.stdout[-4000:])
+    return local_report, r
+
+
+@pytest.mark.skipif(not can_unshare(), reason="a network namespace of its own needs root (CI runs as root)")
+def test_three_nodes_a_killed_worker_the_local_bytes_and_a_cache_hit(tmp_path: Path) -> None:
+    write_data(tmp_path)
+    local_report, r = local_and_cluster(tmp_path)
 
     assert r["node_ips"] == ["127.0.0.1"], r
     first = r["first"]
@@ -137,21 +144,7 @@ def test_three_nodes_a_global_query_loses_a_worker_in_each_stage(tmp_path: Path)
     the Ray tasks that were on the dead nodes, and gives the local bytes."""
     write_data(tmp_path)
     (tmp_path / "spec.yaml").write_text(GLOBAL_SPEC)
-    spec = str(tmp_path / "spec.yaml")
-    local = subprocess.run(
-        [tessera.find_compiler(), "build", spec, "--cache-dir", str(tmp_path / "local"), "--json", "-q"],
-        check=True,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    local_report = json.loads(local.stdout.strip().splitlines()[-1])
-
-    result_path = tmp_path / "result.json"
-    script = f"ip link set lo up && exec {sys.executable} {HERE / 'ray_cluster.py'} {spec} {tmp_path / 'cluster'} {result_path} global"
-    proc = subprocess.run(["unshare", "-n", "sh", "-c", script], timeout=600, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
-    assert result_path.exists(), proc.stdout[-4000:]
-    r = json.loads(result_path.read_text())
-    assert proc.returncode == 0, (r, proc.stdout[-4000:])
+    local_report, r = local_and_cluster(tmp_path, "global")
 
     first = r["first"]
     assert not first["cache_hit"] and first["hash"] == local_report["hash"], r

@@ -9,7 +9,6 @@
 //! it back into the shard. Parsing works on byte slices, without I/O.
 
 #[cfg(feature = "zstd")]
-use crate::durable::hex;
 use crate::error::{Error, Result};
 use crate::header::HEADER_LEN;
 use crate::manifest::{Compression, ShardInfo};
@@ -304,14 +303,11 @@ pub fn compress_shard_file(
         .create_new(true)
         .open(&dst)
         .map_err(|e| Error::io(&dst, e))?;
-    let mut out = HashingWriter {
-        inner: std::io::BufWriter::with_capacity(1 << 20, file),
-        hasher: blake3::Hasher::new(),
-    };
+    let mut out =
+        crate::durable::HashingWriter::new(std::io::BufWriter::with_capacity(1 << 20, file));
     let stored = compress_to(&data, stride, level, &mut out, &dst)?;
-    let hash = hex(out.hasher.finalize().as_bytes());
-    let file = out
-        .inner
+    let (inner, hash) = out.finish();
+    let file = inner
         .into_inner()
         .map_err(|e| Error::io(&dst, e.into_error()))?;
     file.sync_all().map_err(|e| Error::io(&dst, e))?;
@@ -324,26 +320,6 @@ pub fn compress_shard_file(
         stored_blake3: Some(hash),
         ..info.clone()
     })
-}
-
-/// A writer that hashes what passes through it.
-#[cfg(feature = "zstd")]
-struct HashingWriter<W: Write> {
-    inner: W,
-    hasher: blake3::Hasher,
-}
-
-#[cfg(feature = "zstd")]
-impl<W: Write> Write for HashingWriter<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {

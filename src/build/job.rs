@@ -3,7 +3,7 @@
 //! [`pipeline`]), shuffle if asked, and assemble the manifest (large
 //! vocabularies written to files beside it).
 
-use super::pipeline::{self, MemoryOutputs, Pipeline};
+use super::pipeline::{MemoryOutputs, Pipeline};
 use super::resources::batch_rows;
 use super::{BuildError, check_not_empty, layout_of, split_names};
 use crate::accumulators::{FrozenStats, SEMANTICS_VERSION};
@@ -89,7 +89,7 @@ impl Job<'_> {
             staging.to_path_buf()
         };
         let global = matches!(decision, Decision::Global { .. });
-        let tasks = pipeline::dag(global, planner.chunks(), planner.needs_stats(), None);
+        let tasks = super::dag::dag(global, planner.chunks(), planner.needs_stats(), None);
         let serial = planner.serial_reason().map(str::to_string);
         let query_columns = planner
             .query_schema()

@@ -9,6 +9,7 @@
 //! - [`errors`]: errors pointed at the spec key and line, in the spec's terms;
 //! - [`resources`]: batch sizes, memory and disk limits.
 
+mod dag;
 mod errors;
 mod frozen_file;
 mod job;
@@ -18,7 +19,7 @@ mod tasks;
 mod work_store;
 
 pub use crate::error::BuildError;
-pub use pipeline::{Task, TaskKind};
+pub use dag::{Task, TaskKind};
 pub use resources::{
     BATCH_ROWS, default_memory_limit, exit_cleanly_on_abort, fit_address_space, free_bytes,
 };

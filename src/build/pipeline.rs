@@ -1,7 +1,8 @@
 //! The one build pipeline. A build is a DAG of tasks (statistics partial per
-//! chunk, the freeze that merges them, shards per chunk, or a global query),
-//! each naming the tasks whose outputs it reads; [`dag`] makes it and the
-//! plan file records it. Three drivers run the same task bodies
+//! chunk, the freeze that merges them, shards per chunk, or a global query
+//! and its stages), each naming the tasks whose outputs it reads;
+//! [`dag`](super::dag::dag) makes it and the plan file records it. Three
+//! drivers run the same task bodies
 //! ([`Pipeline::run_task`]):
 //! - a local `tessera build` runs the whole DAG in this process
 //!   ([`Pipeline::run_dag`]), the outputs kept in memory ([`MemoryOutputs`]);
@@ -14,13 +15,14 @@
 //! shards are the same steps a chunked build runs.
 
 use super::BuildError;
+use super::dag::{Task, TaskKind, dag, waves};
 use crate::accumulators::FrozenStats;
 use crate::plan::{Chunk, EncodeOutput, OutputBudget, Planner, ScanMetrics, Staged, StatsPartial};
 use crate::progress::{Progress, Stage};
 use crate::spec::Spec;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
@@ -28,195 +30,6 @@ use tessera_reader::RecordLayout;
 
 /// The frozen statistics of every field (`None`: a field without any).
 pub type Frozen = Vec<Option<Vec<FrozenStats>>>;
-
-/// What a task does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TaskKind {
-    /// The statistics partial of one chunk.
-    Stats,
-    /// Merge the partials in chunk order and freeze them.
-    Freeze,
-    /// Encode one chunk into shards.
-    Shard,
-    /// A global query: run it (its top stage, when it is cut into
-    /// stages), then the statistics, freeze and shards of its output's
-    /// chunks.
-    Global,
-    /// One partition of a stage of a global query, its rows written to the
-    /// work directory's `shuffle/` cut by the stage's exchange.
-    Stage,
-}
-
-/// Which partition of which stage a stage task runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StageTask {
-    /// The stage (numbered children first).
-    pub stage: usize,
-    /// The partition of the stage's fragment.
-    pub task: usize,
-}
-
-/// One task of a build.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Task {
-    /// `stats-00003`, `freeze`, `shard-00003`, `global`.
-    pub id: String,
-    /// What it does.
-    pub kind: TaskKind,
-    /// The chunk it reads, for stats and shard tasks.
-    pub chunk: Option<usize>,
-    /// Tasks whose outputs it reads.
-    pub after: Vec<String>,
-    /// The stage and partition, for stage tasks.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stage: Option<StageTask>,
-}
-
-/// The id of task `task` of stage `stage`.
-pub fn stage_task_id(stage: usize, task: usize) -> String {
-    format!("stage{stage}-{task:05}")
-}
-
-/// Every task id of stage `stage` of `staged`.
-fn stage_ids(staged: &Staged, stage: usize) -> Vec<String> {
-    let n = staged.stages.get(stage).map_or(0, |s| s.tasks);
-    (0..n).map(|k| stage_task_id(stage, k)).collect()
-}
-
-/// The task DAG of a build: for a global query, a task per partition of
-/// every stage it is cut into (`staged`; each after every task of the
-/// stages it reads), and the `global` task after the stages the top stage
-/// reads; else a statistics task per chunk and `freeze` after them all
-/// (when a field needs statistics), and a shard task per chunk (after
-/// `freeze`).
-pub fn dag(
-    global: bool,
-    chunks: &[Chunk],
-    needs_stats: bool,
-    staged: Option<&Staged>,
-) -> Vec<Task> {
-    if global {
-        let mut tasks = Vec::new();
-        if let Some(st) = staged {
-            for s in &st.stages {
-                let after: Vec<String> = s.reads.iter().flat_map(|r| stage_ids(st, *r)).collect();
-                for k in 0..s.tasks {
-                    tasks.push(Task {
-                        id: stage_task_id(s.id, k),
-                        kind: TaskKind::Stage,
-                        chunk: None,
-                        after: after.clone(),
-                        stage: Some(StageTask {
-                            stage: s.id,
-                            task: k,
-                        }),
-                    });
-                }
-            }
-        }
-        let after = staged.map_or_else(Vec::new, |st| {
-            st.top_reads
-                .iter()
-                .flat_map(|r| stage_ids(st, *r))
-                .collect()
-        });
-        tasks.push(Task {
-            id: "global".into(),
-            kind: TaskKind::Global,
-            chunk: None,
-            after,
-            stage: None,
-        });
-        return tasks;
-    }
-    let mut tasks = Vec::new();
-    if needs_stats {
-        for c in chunks {
-            tasks.push(Task {
-                id: format!("stats-{:05}", c.index),
-                kind: TaskKind::Stats,
-                chunk: Some(c.index),
-                after: Vec::new(),
-                stage: None,
-            });
-        }
-        let after = tasks.iter().map(|t| t.id.clone()).collect();
-        tasks.push(Task {
-            id: "freeze".into(),
-            kind: TaskKind::Freeze,
-            chunk: None,
-            after,
-            stage: None,
-        });
-    }
-    for c in chunks {
-        tasks.push(Task {
-            id: format!("shard-{:05}", c.index),
-            kind: TaskKind::Shard,
-            chunk: Some(c.index),
-            after: if needs_stats {
-                vec!["freeze".into()]
-            } else {
-                Vec::new()
-            },
-            stage: None,
-        });
-    }
-    tasks
-}
-
-/// The DAG cut into waves: each task comes in the wave after the last of
-/// the tasks it waits for, so the tasks of one wave are independent of each
-/// other. Fails on a task that waits for an unknown task or for itself
-/// through others.
-pub fn waves(tasks: &[Task]) -> Result<Vec<Vec<&Task>>, BuildError> {
-    let by_id: HashMap<&str, &Task> = tasks.iter().map(|t| (t.id.as_str(), t)).collect();
-    let mut level: HashMap<&str, usize> = HashMap::new();
-    let mut out: Vec<Vec<&Task>> = Vec::new();
-    for task in tasks {
-        let l = level_of(task, &by_id, &mut level, &mut Vec::new())?;
-        if out.len() <= l {
-            out.resize_with(l + 1, Vec::new);
-        }
-        out[l].push(task);
-    }
-    Ok(out)
-}
-
-/// The wave of `task`: 0 without dependencies, else one past its latest
-/// dependency's. `path` holds the tasks being resolved (a cycle check).
-fn level_of<'a>(
-    task: &'a Task,
-    by_id: &HashMap<&str, &'a Task>,
-    level: &mut HashMap<&'a str, usize>,
-    path: &mut Vec<&'a str>,
-) -> Result<usize, BuildError> {
-    if let Some(l) = level.get(task.id.as_str()) {
-        return Ok(*l);
-    }
-    if path.contains(&task.id.as_str()) {
-        return Err(BuildError::Other(format!(
-            "the build's tasks wait for each other in a cycle: {} -> {}",
-            path.join(" -> "),
-            task.id
-        )));
-    }
-    path.push(&task.id);
-    let mut l = 0;
-    for dep in &task.after {
-        let d = by_id.get(dep.as_str()).ok_or_else(|| {
-            BuildError::Other(format!(
-                "task {} waits for {dep:?}, which is not a task of the build",
-                task.id
-            ))
-        })?;
-        l = l.max(level_of(d, by_id, level, path)? + 1);
-    }
-    path.pop();
-    level.insert(&task.id, l);
-    Ok(l)
-}
 
 /// The directory a shard or global task writes its shards into, and where
 /// they end up.
@@ -597,85 +410,4 @@ fn chunk_of<'p>(planner: &'p Planner, task: &Task) -> Result<&'p Chunk, BuildErr
                 task.id, task.chunk
             ))
         })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn task(id: &str, after: &[&str]) -> Task {
-        Task {
-            id: id.into(),
-            kind: TaskKind::Shard,
-            chunk: None,
-            after: after.iter().map(|s| s.to_string()).collect(),
-            stage: None,
-        }
-    }
-
-    fn ids(w: &[Vec<&Task>]) -> Vec<Vec<String>> {
-        w.iter()
-            .map(|v| v.iter().map(|t| t.id.clone()).collect())
-            .collect()
-    }
-
-    #[test]
-    fn waves_follow_the_dependencies_not_the_kinds() {
-        // Listed out of order, and a task of a kind no phase knows about
-        // would still be placed by what it waits for.
-        let tasks = vec![
-            task("c", &["a", "b"]),
-            task("a", &[]),
-            task("d", &["c"]),
-            task("b", &["a"]),
-            task("e", &[]),
-        ];
-        let w = waves(&tasks).unwrap();
-        assert_eq!(
-            ids(&w),
-            vec![vec!["a", "e"], vec!["b"], vec!["c"], vec!["d"]]
-        );
-    }
-
-    #[test]
-    fn unknown_and_cyclic_dependencies_are_errors() {
-        let e = waves(&[task("a", &["x"])]).unwrap_err().to_string();
-        assert!(e.contains("task a waits for \"x\""), "{e}");
-        let e = waves(&[task("a", &["b"]), task("b", &["a"])])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("cycle: a -> b -> a"), "{e}");
-    }
-
-    #[test]
-    fn the_dag_of_a_chunked_build_with_statistics() {
-        let chunks: Vec<Chunk> = (0..3)
-            .map(|index| Chunk {
-                index,
-                source: "s".into(),
-                parts: Vec::new(),
-                rows: None,
-                bytes: 0,
-            })
-            .collect();
-        let with_stats = dag(false, &chunks, true, None);
-        let w = waves(&with_stats).unwrap();
-        assert_eq!(
-            ids(&w),
-            vec![
-                vec!["stats-00000", "stats-00001", "stats-00002"],
-                vec!["freeze"],
-                vec!["shard-00000", "shard-00001", "shard-00002"],
-            ]
-        );
-        let without = dag(false, &chunks, false, None);
-        let w = waves(&without).unwrap();
-        assert_eq!(
-            ids(&w),
-            vec![vec!["shard-00000", "shard-00001", "shard-00002"]]
-        );
-        let g = dag(true, &chunks, true, None);
-        assert_eq!(g.len(), 1);
-        assert_eq!(g[0].kind, TaskKind::Global);
-    }
 }

@@ -10,10 +10,9 @@
 //! `tessera build` runs the same task bodies in one process, with the outputs
 //! in memory (see `pipeline`, which also defines the task DAG).
 
+use super::dag::{self, Task, TaskKind};
 use super::job::Commit;
-use super::pipeline::{
-    self, Frozen, GlobalOutput, Outputs, Pipeline, ShardDir, Task, TaskKind, io,
-};
+use super::pipeline::{Frozen, GlobalOutput, Outputs, Pipeline, ShardDir, io};
 use super::resources::batch_rows;
 use super::work_store::{self, WorkStore};
 use super::{BuildError, BuildOptions, BuildReport, Prepared, layout_of, prepare};
@@ -236,7 +235,7 @@ pub fn plan(
             Err(why) => plan.unstaged = Some(why),
         }
     }
-    plan.tasks = pipeline::dag(global, &plan.chunks, plan.needs_stats, plan.staged.as_ref());
+    plan.tasks = dag::dag(global, &plan.chunks, plan.needs_stats, plan.staged.as_ref());
     if let (Some(ws), Some(d)) = (&remote, work_dir_arg) {
         plan.work_dir = PathBuf::from(d.to_string_lossy().trim_end_matches('/'));
         let text = serde_json::to_vec_pretty(&plan).unwrap_or_default();

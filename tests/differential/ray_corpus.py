@@ -23,7 +23,7 @@ from typing import Any, Dict
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python", "tests"))
 
-from ray_cluster import PORT, alive_nodes, start_node, stop  # noqa: E402
+from ray_cluster import alive_nodes, start_cluster, stop  # noqa: E402
 
 
 def main() -> None:
@@ -38,22 +38,7 @@ def main() -> None:
 
         import tessera.ray as tray
 
-        nodes["head"] = start_node("head", temp_dir, head=True)
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                ray.init(address=f"127.0.0.1:{PORT}", logging_level="ERROR", log_to_driver=False)
-                break
-            except ConnectionError:
-                if time.monotonic() > deadline or nodes["head"].poll() is not None:
-                    raise
-                time.sleep(1)
-        for name in ("a", "b"):
-            nodes[name] = start_node(name, temp_dir, head=False)
-            while name not in alive_nodes(ray):
-                if time.monotonic() > deadline or nodes[name].poll() is not None:
-                    raise SystemExit(f"node {name} did not come up (see {temp_dir})")
-                time.sleep(0.5)
+        start_cluster(ray, temp_dir, nodes, {})
         result["nodes"] = alive_nodes(ray)
         for job in jobs:
             t = time.monotonic()

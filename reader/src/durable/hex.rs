@@ -35,6 +35,40 @@ pub fn hash_reader(r: &mut impl Read) -> std::io::Result<String> {
     Ok(hex(hasher.finalize().as_bytes()))
 }
 
+/// A writer that hashes (blake3) everything that passes through it into
+/// `inner`: a file's digest without reading it back.
+pub struct HashingWriter<W: std::io::Write> {
+    inner: W,
+    hasher: blake3::Hasher,
+}
+
+impl<W: std::io::Write> HashingWriter<W> {
+    /// A writer into `inner`, with nothing hashed yet.
+    pub fn new(inner: W) -> Self {
+        HashingWriter {
+            inner,
+            hasher: blake3::Hasher::new(),
+        }
+    }
+
+    /// The inner writer and the lowercase hex blake3 of what was written.
+    pub fn finish(self) -> (W, String) {
+        (self.inner, hex(self.hasher.finalize().as_bytes()))
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,5 +98,16 @@ mod tests {
         let data: Vec<u8> = (0..(3 << 20) + 17).map(|i| (i % 251) as u8).collect();
         let got = hash_reader(&mut &data[..]).unwrap();
         assert_eq!(got, blake3::hash(&data).to_hex().as_str());
+    }
+
+    #[test]
+    fn a_hashing_writer_gives_the_digest_of_what_it_wrote() {
+        use std::io::Write;
+        let mut w = HashingWriter::new(Vec::new());
+        w.write_all(b"shuffle ").expect("write");
+        w.write_all(b"bytes").expect("write");
+        let (inner, digest) = w.finish();
+        assert_eq!(inner, b"shuffle bytes");
+        assert_eq!(digest, hex(blake3::hash(b"shuffle bytes").as_bytes()));
     }
 }

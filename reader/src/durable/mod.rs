@@ -17,7 +17,7 @@
 //!   without advisory locks is either an error or, where the caller says
 //!   so, no lock at all ([`NoLocks`]).
 //! - [`hex`]: digests are lowercase hexadecimal ([`hex()`],
-//!   [`is_hex_digest`]).
+//!   [`is_hex_digest`]), also of what a writer wrote ([`HashingWriter`]).
 //! - [`size`]: byte sizes have one syntax and one meaning of each unit
 //!   ([`parse_size`]): `MB` is 1,000,000 bytes and `MiB` (or `M`)
 //!   1,048,576, in a spec, on the command line and in the environment.
@@ -34,7 +34,7 @@ pub mod size;
 pub mod temp;
 
 pub use atomic::{AtomicFile, move_file, sync_dir, sync_file, write_atomic};
-pub use hex::{hash_reader, hex, is_hex_digest};
+pub use hex::{HashingWriter, hash_reader, hex, is_hex_digest};
 pub use lock::{FileLock, LockKind, LockOptions, Locked, NoLocks, is_no_locks, lock, share};
 pub use size::parse_size;
 pub use temp::{TempPath, remove_all, temp_sibling, unique_suffix};

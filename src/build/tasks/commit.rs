@@ -31,7 +31,7 @@ pub(super) fn fetch_all_outputs(
             for st in plan.staged.iter().flat_map(|s| &s.stages) {
                 for t in 0..st.tasks {
                     let rel = ShuffleDir::index_rel(st.id, t);
-                    let what = format!("task {}", pipeline::stage_task_id(st.id, t));
+                    let what = format!("task {}", dag::stage_task_id(st.id, t));
                     ws.fetch(&rel, &what)?;
                     let index = read_index(&ShuffleDir::new(&ws.local), st.id, t)
                         .map_err(BuildError::Other)?;

@@ -80,14 +80,14 @@ fn fetch_shuffle(
             if indexed.insert(t) {
                 ws.fetch(
                     &ShuffleDir::index_rel(from, t),
-                    &format!("task {}", pipeline::stage_task_id(from, t)),
+                    &format!("task {}", dag::stage_task_id(from, t)),
                 )?;
             }
             let index = read_index(&dir, from, t).map_err(BuildError::Other)?;
             if let Some(Some(f)) = index.files.get(slot) {
                 ws.fetch(
                     &format!("shuffle/s{from:03}/{}", f.file),
-                    &format!("task {}", pipeline::stage_task_id(from, t)),
+                    &format!("task {}", dag::stage_task_id(from, t)),
                 )?;
             }
         }

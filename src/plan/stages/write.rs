@@ -15,28 +15,11 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// A writer that hashes what passes through it.
-struct Hashing<W: Write> {
-    inner: W,
-    hasher: blake3::Hasher,
-}
-
-impl<W: Write> Write for Hashing<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
+use tessera_reader::durable::HashingWriter;
 
 struct Part {
     tmp: PathBuf,
-    writer: FileWriter<Hashing<BufWriter<File>>>,
+    writer: FileWriter<HashingWriter<BufWriter<File>>>,
     rows: u64,
 }
 
@@ -95,10 +78,7 @@ pub async fn run_task(
                 tessera_reader::durable::unique_suffix()
             ));
             let file = File::create(&tmp).map_err(io_err(&tmp))?;
-            let sink = Hashing {
-                inner: BufWriter::with_capacity(1 << 20, file),
-                hasher: blake3::Hasher::new(),
-            };
+            let sink = HashingWriter::new(BufWriter::with_capacity(1 << 20, file));
             let writer = FileWriter::try_new(sink, &schema).map_err(arrow_err(&tmp))?;
             *slot = Some(Part {
                 tmp,
@@ -171,8 +151,8 @@ fn finish(p: Part, task: usize, j: usize, sdir: &Path) -> Result<ShuffleFile, Pl
     writer.finish().map_err(arrow_err(&tmp))?;
     let mut sink = writer.into_inner().map_err(arrow_err(&tmp))?;
     sink.flush().map_err(io_err(&tmp))?;
-    let hash = sink.hasher.finalize().to_hex().to_string();
-    let file = sink.inner.into_inner().map_err(|e| PlanError::Query {
+    let (inner, hash) = sink.finish();
+    let file = inner.into_inner().map_err(|e| PlanError::Query {
         context: tmp.display().to_string(),
         message: e.to_string(),
     })?;
