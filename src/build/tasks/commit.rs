@@ -36,7 +36,7 @@ pub(super) fn fetch_all_outputs(
                     let index = read_index(&ShuffleDir::new(&ws.local), st.id, t)
                         .map_err(BuildError::Other)?;
                     for f in index.files.iter().flatten() {
-                        names.push(format!("shuffle/s{:03}/{}", st.id, f.file));
+                        names.push(ShuffleDir::file_rel(st.id, &f.file));
                     }
                     names.push(rel);
                 }

@@ -48,7 +48,7 @@ pub(super) fn upload_outputs(
             let dir = ShuffleDir::new(&plan.work_dir);
             let index = read_index(&dir, st.stage, st.task).map_err(BuildError::Other)?;
             for f in index.files.iter().flatten() {
-                ws.upload(&format!("shuffle/s{:03}/{}", st.stage, f.file))?;
+                ws.upload(&ShuffleDir::file_rel(st.stage, &f.file))?;
             }
             ws.upload(&ShuffleDir::index_rel(st.stage, st.task))
         }
@@ -86,7 +86,7 @@ fn fetch_shuffle(
             let index = read_index(&dir, from, t).map_err(BuildError::Other)?;
             if let Some(Some(f)) = index.files.get(slot) {
                 ws.fetch(
-                    &format!("shuffle/s{from:03}/{}", f.file),
+                    &ShuffleDir::file_rel(from, &f.file),
                     &format!("task {}", dag::stage_task_id(from, t)),
                 )?;
             }

@@ -12,8 +12,8 @@ use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-/// The bytes of `path` as one buffer, after checking they hash to `blake3`
-/// (hex); `what` names the file in messages.
+/// The bytes of `path` as one buffer, after checking they hash to
+/// `blake3_hex`.
 fn mapped(path: &Path, blake3_hex: &str) -> Result<Buffer, String> {
     let at = |e: std::io::Error| format!("{}: {e}", path.display());
     let file = std::fs::File::open(path).map_err(at)?;

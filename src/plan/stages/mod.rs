@@ -136,6 +136,11 @@ impl ShuffleDir {
             .join(format!("t{task:05}.json"))
     }
 
+    /// File `file` of stage `stage`, relative to the work directory.
+    pub fn file_rel(stage: usize, file: &str) -> String {
+        format!("shuffle/s{stage:03}/{file}")
+    }
+
     /// The directory of stage `stage`'s files.
     pub fn stage_dir(&self, stage: usize) -> PathBuf {
         self.root.join(format!("s{stage:03}"))
@@ -161,10 +166,6 @@ pub fn cut(plan: Arc<dyn ExecutionPlan>, dir: &ShuffleDir) -> Result<Stages, Str
         top,
         digest,
     })
-}
-
-fn not_staged(why: impl Into<String>) -> String {
-    why.into()
 }
 
 fn push_stage(
@@ -196,27 +197,27 @@ fn cut_node(
     stages: &mut Vec<Stage>,
 ) -> Result<Arc<dyn ExecutionPlan>, String> {
     if node.name() == "RecursiveQueryExec" {
-        return Err(not_staged(
-            "a recursive query, which feeds its own output back in one process",
-        ));
+        return Err(
+            "a recursive query, which feeds its own output back in one process".to_string(),
+        );
     }
     if node.name() == "ScalarSubqueryExec" {
         // The subquery's value is handed to the expressions that use it
         // inside one process.
-        return Err(not_staged(
-            "a scalar subquery, whose value the plan shares within one process",
-        ));
+        return Err(
+            "a scalar subquery, whose value the plan shares within one process".to_string(),
+        );
     }
     if let Some(rep) = node.downcast_ref::<RepartitionExec>() {
         if rep.preserve_order() {
-            return Err(not_staged("a repartition that keeps its inputs' order"));
+            return Err("a repartition that keeps its inputs' order".to_string());
         }
         let partitioning = rep.partitioning().clone();
         let exchange = match &partitioning {
             Partitioning::Hash(_, n) => Exchange::Hash(*n),
             Partitioning::RoundRobinBatch(n) => Exchange::RoundRobin(*n),
             Partitioning::Range(r) => Exchange::Range(r.partition_count()),
-            other => return Err(not_staged(format!("a repartition by {other:?}"))),
+            other => return Err(format!("a repartition by {other:?}")),
         };
         let child = cut_node(Arc::clone(rep.input()), dir, stages)?;
         let tasks = child.output_partitioning().partition_count();
@@ -233,7 +234,7 @@ fn cut_node(
         let input = Arc::clone(co.input());
         if input.output_partitioning().partition_count() > 1 {
             if co.fetch().is_some() {
-                return Err(not_staged("a limit on a merge of partitions"));
+                return Err("a limit on a merge of partitions".to_string());
             }
             let child = cut_node(input, dir, stages)?;
             let tasks = child.output_partitioning().partition_count();
@@ -258,7 +259,7 @@ fn cut_node(
                 read::ShuffleRead::plan(id, tasks, read::Mode::PerTask, props, dir.clone());
             return Arc::clone(&node)
                 .replace_children(vec![reader], keep())
-                .map_err(|e| not_staged(e.to_string()));
+                .map_err(|e| e.to_string());
         }
     }
     let children = node.children();
@@ -270,7 +271,7 @@ fn cut_node(
         new.push(cut_node(Arc::clone(c), dir, stages)?);
     }
     node.replace_children(new, keep())
-        .map_err(|e| not_staged(e.to_string()))
+        .map_err(|e| e.to_string())
 }
 
 /// A node given new children keeps its properties: a reader has the

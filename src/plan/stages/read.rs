@@ -6,6 +6,7 @@ use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, SendableRecordBatchStream,
@@ -194,7 +195,7 @@ fn readers_in<'a>(
         let n = c.properties().output_partitioning().partition_count();
         let wanted: Vec<usize> = if n == 1 {
             vec![0]
-        } else if n == mine && plan.name() != "SortPreservingMergeExec" {
+        } else if n == mine && plan.downcast_ref::<SortPreservingMergeExec>().is_none() {
             parts.to_vec()
         } else {
             (0..n).collect()

@@ -97,16 +97,10 @@ pub async fn run_task(
             batch.map_err(|e| PlanError::from_datafusion("running a stage", e, Some(limit)))?;
         match partitioner.as_mut() {
             Some(p) => {
-                let mut failed = None;
-                p.partition(batch, |j, b| {
-                    if let Err(e) = put(j, b) {
-                        failed = Some(e);
-                    }
-                    Ok(())
-                })
-                .map_err(|e| PlanError::from_datafusion("cutting rows for a stage", e, None))?;
-                if let Some(e) = failed {
-                    return Err(e);
+                let cut = |e| PlanError::from_datafusion("cutting rows for a stage", e, None);
+                for piece in p.partition_iter(batch).map_err(cut)? {
+                    let (j, b) = piece.map_err(cut)?;
+                    put(j, b)?;
                 }
             }
             None => put(0, batch)?,
