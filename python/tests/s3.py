@@ -42,9 +42,23 @@ def weed_binary() -> str:
     )
 
 
+def _ephemeral_floor() -> int:
+    """The lowest port the kernel hands to outgoing connections. Ports are
+    chosen below it: weed's own components connect to each other while it
+    starts, and an outgoing connection may take a port a later component
+    was about to listen on (weed then exits with status 255)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def _free_base(count: int = 12) -> int:
+    # Above Ray's worker ports (10002-19999), below the ephemeral range.
+    top = max(_ephemeral_floor(), 22000) - count
     for _ in range(200):
-        base = random.randint(20000, 39000)
+        base = random.randint(20000, top)
         socks: List[socket.socket] = []
         try:
             for i in range(count):
@@ -60,11 +74,28 @@ def _free_base(count: int = 12) -> int:
     raise RuntimeError("no free port range on 127.0.0.1")
 
 
+class _EarlyExit(Exception):
+    pass
+
+
 class S3Server:
     """``weed mini`` with one bucket, on 127.0.0.1."""
 
     def __init__(self) -> None:
         self.dir = tempfile.mkdtemp(prefix="tessera-s3-")
+        self.proc: Optional[subprocess.Popen] = None  # type: ignore[type-arg]
+        # A start that loses a port race exits at once; a fresh port range
+        # is tried, and the third failure reports weed's own last words.
+        for attempt in range(3):
+            try:
+                self._start(attempt)
+                return
+            except _EarlyExit as e:
+                if attempt == 2:
+                    shutil.rmtree(self.dir, ignore_errors=True)
+                    raise RuntimeError(str(e)) from None
+
+    def _start(self, attempt: int) -> None:
         base = _free_base()
         names = [
             "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
@@ -74,22 +105,39 @@ class S3Server:
         ports = {n: base + i for i, n in enumerate(names)}
         self.port = ports["s3.port"]
         self.filer_port = ports["filer.port"]
+        data = os.path.join(self.dir, f"data{attempt}")
+        os.makedirs(data)
+        self.log = os.path.join(self.dir, f"weed{attempt}.log")
         args = [
-            weed_binary(), "mini", f"-dir={self.dir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            weed_binary(), "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
             f"-bucket={BUCKET}", "-admin.ui=false", "-webdav=false",
         ] + [f"-{n}={p}" for n, p in ports.items()]
         env = dict(os.environ, AWS_ACCESS_KEY_ID=KEY_ID, AWS_SECRET_ACCESS_KEY=SECRET)
-        self.proc: Optional[subprocess.Popen] = subprocess.Popen(  # type: ignore[type-arg]
-            args, cwd=self.dir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                args, cwd=data, env=env, stdout=log, stderr=subprocess.STDOUT
+            )
         self._wait_ready()
+
+    def _log_tail(self, lines: int = 15) -> str:
+        try:
+            with open(self.log, "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
 
     def _wait_ready(self) -> None:
         deadline = time.time() + 60
         while time.time() < deadline:
             assert self.proc is not None
             if self.proc.poll() is not None:
-                raise RuntimeError(f"weed exited at start with status {self.proc.returncode}")
+                code = self.proc.returncode
+                self.proc = None
+                raise _EarlyExit(
+                    f"weed exited at start with status {code} (ports {self.port - 6}..{self.port + 5}); "
+                    f"its log ends:\n{self._log_tail()}"
+                )
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
                     s.sendall(f"HEAD /{BUCKET} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
@@ -99,7 +147,9 @@ class S3Server:
             except OSError:
                 pass
             time.sleep(0.1)
-        raise RuntimeError("weed did not serve S3 within 60 s")
+        tail = self._log_tail()
+        self.stop()
+        raise RuntimeError(f"weed did not serve S3 within 60 s; its log ends:\n{tail}")
 
     @property
     def endpoint(self) -> str:

@@ -46,15 +46,29 @@ pub fn weed() -> PathBuf {
     );
 }
 
-/// Twelve consecutive free ports on 127.0.0.1.
-fn free_ports() -> u16 {
-    let seed = std::process::id() as u64 ^ Instant::now().elapsed().as_nanos() as u64;
+/// The lowest port the kernel gives outgoing connections. Ports are chosen
+/// below it: weed's components connect to each other while it starts, and
+/// such a connection may take a port a later component was about to listen
+/// on (weed then exits with status 255).
+fn ephemeral_floor() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768)
+}
+
+/// Twelve consecutive free ports on 127.0.0.1, above Ray's worker ports
+/// (10002-19999) and below the ephemeral range.
+fn free_ports(salt: u64) -> u16 {
+    let top = ephemeral_floor().max(22_000) - 12;
+    let span = (top - 20_000) as u64;
+    let seed = std::process::id() as u64 ^ salt.wrapping_mul(0xA24B_AED4_963E_E407);
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     for _ in 0..200 {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        let base = 20_000 + (x % 20_000) as u16;
+        let base = 20_000 + (x % span) as u16;
         if (0..12).all(|i| TcpListener::bind(("127.0.0.1", base + i)).is_ok()) {
             return base;
         }
@@ -65,19 +79,48 @@ fn free_ports() -> u16 {
 /// A running `weed mini` with one bucket.
 pub struct S3Server {
     child: Option<Child>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
+    log: PathBuf,
     pub port: u16,
 }
 
 impl S3Server {
-    /// Starts the server and waits until S3 answers (a few seconds).
+    /// Starts the server and waits until S3 answers (a few seconds). A
+    /// start that loses a port race exits at once and is tried again on a
+    /// fresh range; the third failure panics with the end of weed's log.
     pub fn start() -> S3Server {
         let dir = tempfile::tempdir().expect("server dir");
-        let b = free_ports();
+        let mut server = S3Server {
+            child: None,
+            dir,
+            log: PathBuf::new(),
+            port: 0,
+        };
+        for attempt in 0..3u64 {
+            match server.try_start(attempt) {
+                Ok(()) => return server,
+                Err(e) if attempt == 2 => panic!("{e}"),
+                Err(_) => {}
+            }
+        }
+        unreachable!("the third attempt returns or panics")
+    }
+
+    fn try_start(&mut self, attempt: u64) -> Result<(), String> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        let b = free_ports(now ^ attempt);
+        let data = self.dir.path().join(format!("data{attempt}"));
+        std::fs::create_dir_all(&data).expect("server data dir");
+        self.log = self.dir.path().join(format!("weed{attempt}.log"));
+        let log = std::fs::File::create(&self.log).expect("weed log");
+        let err = log.try_clone().expect("weed log");
         let p = |i: u16| (b + i).to_string();
         let args = [
             "mini".to_string(),
-            format!("-dir={}", dir.path().display()),
+            format!("-dir={}", data.display()),
             "-ip=127.0.0.1".into(),
             "-ip.bind=127.0.0.1".into(),
             format!("-bucket={BUCKET}"),
@@ -98,29 +141,37 @@ impl S3Server {
         ];
         let child = Command::new(weed())
             .args(&args)
-            .current_dir(dir.path())
+            .current_dir(&data)
             .env("AWS_ACCESS_KEY_ID", KEY_ID)
             .env("AWS_SECRET_ACCESS_KEY", SECRET)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(err))
             .spawn()
             .expect("start weed");
-        let mut server = S3Server {
-            child: Some(child),
-            _dir: dir,
-            port: b + 6,
-        };
-        server.wait_ready();
-        server
+        self.child = Some(child);
+        self.port = b + 6;
+        self.wait_ready()
     }
 
-    fn wait_ready(&mut self) {
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(15)..].join("\n")
+    }
+
+    fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
             if let Some(c) = self.child.as_mut()
                 && let Ok(Some(status)) = c.try_wait()
             {
-                panic!("weed exited at start: {status}");
+                self.child = None;
+                return Err(format!(
+                    "weed exited at start: {status} (ports {}..{}); its log ends:\n{}",
+                    self.port - 6,
+                    self.port + 5,
+                    self.log_tail()
+                ));
             }
             // The bucket answers (403 to an anonymous request) once S3 is up.
             if let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) {
@@ -132,12 +183,14 @@ impl S3Server {
                     && s.read_to_string(&mut resp).is_ok()
                     && (resp.contains(" 200 ") || resp.contains(" 403 "))
                 {
-                    return;
+                    return Ok(());
                 }
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        panic!("weed did not start serving S3 within 60 s");
+        let tail = self.log_tail();
+        self.stop();
+        panic!("weed did not start serving S3 within 60 s; its log ends:\n{tail}");
     }
 
     /// `http://127.0.0.1:PORT`.
