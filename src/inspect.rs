@@ -2,7 +2,7 @@
 
 use crate::accumulators::FrozenStats;
 use std::fmt::Write as _;
-use tessera_reader::{DType, Dataset, FieldLayout, StatsEntry, VocabEntry};
+use tessera_reader::{DType, Dataset, FieldLayout, InlineVocab, StatsEntry, VocabEntry};
 
 /// How many values of each vocabulary `tessera inspect` lists (the most
 /// frequent, which are also the lowest ids).
@@ -119,7 +119,7 @@ fn statistics(m: &tessera_reader::Manifest, dir: &std::path::Path) -> String {
                 StatsEntry::Vocab(VocabEntry::File { file, size, oov }) => {
                     s.push_str(&describe_vocab_file(&label, dir, file, *size, *oov));
                 }
-                inline => match FrozenStats::try_from(inline.clone()) {
+                inline => match inline.clone().into_inline() {
                     Ok(frozen) => s.push_str(&describe(&label, &frozen)),
                     Err(err) => {
                         let _ = writeln!(s, "  {label:<20} cannot be read: {err}");
@@ -215,11 +215,11 @@ fn describe(label: &str, stats: &FrozenStats) -> String {
                 "min_max"
             );
         }
-        FrozenStats::Vocab {
+        FrozenStats::Vocab(InlineVocab {
             values,
             counts,
             oov,
-        } => {
+        }) => {
             let _ = writeln!(
                 s,
                 "  {label:<20} {:<12} {}; other values and nulls get {oov}",
@@ -398,11 +398,11 @@ mod tests {
         let counts: Vec<u64> = (0..12).rev().map(|c| c + 1).collect();
         let text = describe(
             "f",
-            &FrozenStats::Vocab {
+            &FrozenStats::Vocab(InlineVocab {
                 values,
                 counts,
                 oov: -1,
-            },
+            }),
         );
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].ends_with("12 values (ids 1 to 12); other values and nulls get -1"));

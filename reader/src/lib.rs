@@ -91,9 +91,9 @@ pub use layout::{FieldLayout, FieldSpec, MAX_STRIDE, RecordLayout};
 pub use loader::{Batches, Loader, LoaderConfig};
 pub use location::{STORE_SCHEMES, is_store_url};
 pub use manifest::{
-    BuildRecord, Compression, FORMAT_NAME, FileInfo, MANIFEST_FILE, Manifest, PackRecord,
-    PlanDecision, QueryColumn, ScanMetrics, ShardInfo, SplitInfo, StatsEntry, VOCAB_INLINE,
-    VocabEntry, parse_vocab_line, vocab_file_name, vocab_line,
+    BuildRecord, Compression, FORMAT_NAME, FileInfo, InlineVocab, MANIFEST_FILE, Manifest,
+    PackRecord, PlanDecision, QueryColumn, ScanMetrics, ShardInfo, SplitInfo, StatsEntry,
+    VOCAB_INLINE, VocabEntry, parse_vocab_line, vocab_file_name, vocab_line,
 };
 pub use mixture::{MixComponent, Mixture, ScheduleChange, WeightStep};
 pub use order::{Cursor, EpochOrder, LastBatch, OrderVersion, Schedule};

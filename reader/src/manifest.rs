@@ -14,8 +14,8 @@ use std::path::Path;
 
 mod sections;
 pub use sections::{
-    BuildRecord, PackRecord, PlanDecision, QueryColumn, ScanMetrics, StatsEntry, VOCAB_INLINE,
-    VocabEntry, parse_vocab_line, vocab_file_name, vocab_line,
+    BuildRecord, InlineVocab, PackRecord, PlanDecision, QueryColumn, ScanMetrics, StatsEntry,
+    VOCAB_INLINE, VocabEntry, parse_vocab_line, vocab_file_name, vocab_line,
 };
 
 /// The value of the manifest's `format` key.

@@ -16,8 +16,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 use tessera_reader::{
-    BuildRecord, EpochOrder, FileInfo, Manifest, PackRecord, QueryColumn, RecordLayout, ShardInfo,
-    ShardWriter, SplitInfo, StatsEntry, VOCAB_INLINE, VocabEntry,
+    BuildRecord, EpochOrder, FileInfo, InlineVocab, Manifest, PackRecord, QueryColumn,
+    RecordLayout, ShardInfo, ShardWriter, SplitInfo, StatsEntry, VOCAB_INLINE, VocabEntry,
 };
 
 /// What the build of an artifact found, beside its manifest.
@@ -382,11 +382,11 @@ fn stats_entries(
         let mut entries = Vec::with_capacity(slots.len());
         for (j, st) in slots.iter().enumerate() {
             match st {
-                FrozenStats::Vocab {
+                FrozenStats::Vocab(InlineVocab {
                     values,
                     counts,
                     oov,
-                } if values.len() > VOCAB_INLINE => {
+                }) if values.len() > VOCAB_INLINE => {
                     let name = tessera_reader::vocab_file_name(&f.name, j);
                     let path = dir.join(&name);
                     let io = |e: std::io::Error| BuildError::io(&path, e);

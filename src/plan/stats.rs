@@ -7,6 +7,7 @@ use super::vocab::{SpillConfig, VocabCounter, VocabError};
 use crate::accumulators::{FrozenStats, Moments};
 use crate::spec::{Spec, Transform};
 use datafusion::arrow::record_batch::RecordBatch;
+use tessera_reader::InlineVocab;
 use tessera_transform::chain::{Chain, Path, StatsKind};
 use tessera_transform::split::{Splits, row_splits};
 use tessera_transform::values::{Floats, Lists, Strings, ValueError};
@@ -256,17 +257,17 @@ impl StatsPartial {
                         let v = c
                             .freeze(*min_count, *max_size, max_vocab)
                             .map_err(|e| vocab_error(&f.name, e, max_vocab))?;
-                        FrozenStats::Vocab {
+                        FrozenStats::Vocab(InlineVocab {
                             counts: v.iter().map(|(_, n)| *n).collect(),
                             values: v.into_iter().map(|(s, _)| s).collect(),
                             oov: *oov,
-                        }
+                        })
                     }
-                    (Slot::Counts(_), _) => FrozenStats::Vocab {
+                    (Slot::Counts(_), _) => FrozenStats::Vocab(InlineVocab {
                         values: vec![],
                         counts: vec![],
                         oov: 0,
-                    },
+                    }),
                 });
             }
             out[i] = Some(frozen);

@@ -191,7 +191,7 @@ impl Chain {
                 Transform::Clip { min, max } => x = transform::clip(x, *min, *max),
                 Transform::Standardize | Transform::MinMax => {
                     if let Some(s) = stat {
-                        x = s.apply(x);
+                        x = transform::apply_stat(s, x);
                     }
                 }
                 _ => {}

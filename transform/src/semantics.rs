@@ -3,8 +3,7 @@
 //! manifest, and the per-value arithmetic. Changing anything observable here
 //! changes the bytes tessera writes, so it must bump [`SEMANTICS_VERSION`].
 
-use serde::{Deserialize, Serialize};
-use tessera_reader::{StatsEntry, VocabEntry};
+use tessera_reader::{InlineVocab, StatsEntry};
 
 /// Version of the transform semantics; part of every artifact hash.
 /// 2: exact statistics (order- and cut-independent mean and std), global
@@ -50,108 +49,30 @@ pub fn split_of(key: &[u8], cumulative: &[f64]) -> usize {
         .unwrap_or(cumulative.len().saturating_sub(1))
 }
 
-/// Frozen statistics for one transform. In JSON (the manifest, the files
-/// between a build's tasks) it is a [`StatsEntry`], the manifest's type; a
-/// vocabulary kept in a file of the set must be read from it first
-/// (`serving::field_stats`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(into = "StatsEntry", try_from = "StatsEntry")]
-pub enum FrozenStats {
-    /// For `standardize`: `(x - mean) / std` (std 0 is replaced by 1).
-    Standardize {
-        /// Mean over the statistics split.
-        mean: f64,
-        /// Population standard deviation.
-        std: f64,
-        /// Values the statistics were computed over.
-        count: u64,
-    },
-    /// For `min_max`: `(x - min) / (max - min)` (a zero range maps to 0).
-    MinMax {
-        /// Smallest value.
-        min: f64,
-        /// Largest value.
-        max: f64,
-        /// Values the statistics were computed over.
-        count: u64,
-    },
-    /// For `vocab`: value -> id (1-based, by frequency).
-    Vocab {
-        /// Values in id order (id = position + 1).
-        values: Vec<String>,
-        /// Occurrences of each value in the statistics split.
-        counts: Vec<u64>,
-        /// Id given to values not in the vocabulary.
-        oov: i64,
-    },
-}
+/// Frozen statistics for one transform, ready to apply: the manifest's
+/// [`StatsEntry`] with its vocabulary in memory. A vocabulary kept in a file
+/// of the set is read from there first (`serving::field_stats`).
+pub type FrozenStats = StatsEntry<InlineVocab>;
 
-impl From<FrozenStats> for StatsEntry {
-    fn from(s: FrozenStats) -> Self {
-        match s {
-            FrozenStats::Standardize { mean, std, count } => {
-                StatsEntry::Standardize { mean, std, count }
-            }
-            FrozenStats::MinMax { min, max, count } => StatsEntry::MinMax { min, max, count },
-            FrozenStats::Vocab {
-                values,
-                counts,
-                oov,
-            } => StatsEntry::Vocab(VocabEntry::Inline {
-                values,
-                counts,
-                oov,
-            }),
+/// Applies a numeric statistic to one value: `standardize` is
+/// `(x - mean) / std` (std 0 is replaced by 1), `min_max` is
+/// `(x - min) / (max - min)` (a zero range maps to 0); a vocabulary leaves
+/// the value as it is.
+#[inline]
+pub fn apply_stat(stat: &FrozenStats, x: f64) -> f64 {
+    match *stat {
+        StatsEntry::Standardize { mean, std, .. } => {
+            let s = if std > 0.0 { std } else { 1.0 };
+            (x - mean) / s
         }
-    }
-}
-
-impl TryFrom<StatsEntry> for FrozenStats {
-    type Error = String;
-
-    /// Fails for a vocabulary kept in a file, which must be read first.
-    fn try_from(s: StatsEntry) -> Result<Self, String> {
-        Ok(match s {
-            StatsEntry::Standardize { mean, std, count } => {
-                FrozenStats::Standardize { mean, std, count }
+        StatsEntry::MinMax { min, max, .. } => {
+            if max > min {
+                (x - min) / (max - min)
+            } else {
+                0.0
             }
-            StatsEntry::MinMax { min, max, count } => FrozenStats::MinMax { min, max, count },
-            StatsEntry::Vocab(VocabEntry::Inline {
-                values,
-                counts,
-                oov,
-            }) => FrozenStats::Vocab {
-                values,
-                counts,
-                oov,
-            },
-            StatsEntry::Vocab(VocabEntry::File { file, .. }) => {
-                return Err(format!(
-                    "the vocabulary is in {file}, a file of the set; it must be read from there"
-                ));
-            }
-        })
-    }
-}
-
-impl FrozenStats {
-    /// Applies a numeric statistic to one value.
-    #[inline]
-    pub fn apply(&self, x: f64) -> f64 {
-        match *self {
-            FrozenStats::Standardize { mean, std, .. } => {
-                let s = if std > 0.0 { std } else { 1.0 };
-                (x - mean) / s
-            }
-            FrozenStats::MinMax { min, max, .. } => {
-                if max > min {
-                    (x - min) / (max - min)
-                } else {
-                    0.0
-                }
-            }
-            FrozenStats::Vocab { .. } => x,
         }
+        StatsEntry::Vocab(_) => x,
     }
 }
 

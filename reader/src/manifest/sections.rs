@@ -176,12 +176,17 @@ pub struct QueryColumn {
 
 /// One frozen statistic (`stats.FIELD[slot]`), tagged by `kind`.
 ///
+/// `V` is how a vocabulary is held: as the manifest stores it
+/// ([`VocabEntry`], inline or in a file of the set), or in memory
+/// ([`InlineVocab`], what a transform applies; [`StatsEntry::into_inline`]
+/// gets there from an inline entry). Both serialize the same way.
+///
 /// Floats travel as JSON numbers; serde_json reads them back to the same
 /// bits because the workspace builds it with `float_roundtrip` (the tests
 /// below and `tests/json_floats.rs` check it).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum StatsEntry {
+pub enum StatsEntry<V = VocabEntry> {
     /// For `standardize`: `(x - mean) / std`.
     Standardize {
         /// Mean over the statistics split.
@@ -200,25 +205,29 @@ pub enum StatsEntry {
         /// Values the statistics were computed over.
         count: u64,
     },
-    /// For `vocab`: the values in id order, inline or in a file.
-    Vocab(VocabEntry),
+    /// For `vocab`: the values in id order.
+    Vocab(V),
 }
 
-/// A frozen vocabulary: inline, or (more than [`VOCAB_INLINE`] values) in a
-/// file of the set (docs/FORMAT.md, 3.7). An entry with a `file` key is the
-/// second kind.
+/// A vocabulary in memory: the values in id order with their counts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InlineVocab {
+    /// Values in id order (id = position + 1).
+    pub values: Vec<String>,
+    /// Occurrences of each value in the statistics split.
+    pub counts: Vec<u64>,
+    /// Id given to values not in the vocabulary.
+    pub oov: i64,
+}
+
+/// A frozen vocabulary as the manifest stores it: inline, or (more than
+/// [`VOCAB_INLINE`] values) in a file of the set (docs/FORMAT.md, 3.7). An
+/// entry with a `file` key is the second kind.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum VocabEntry {
     /// The values and their counts in the manifest.
-    Inline {
-        /// Values in id order (id = position + 1).
-        values: Vec<String>,
-        /// Occurrences of each value in the statistics split.
-        counts: Vec<u64>,
-        /// Id given to values not in the vocabulary.
-        oov: i64,
-    },
+    Inline(InlineVocab),
     /// The values in `file`, one `[value, count]` JSON array per line in id
     /// order ([`vocab_line`]).
     File {
@@ -233,12 +242,6 @@ pub enum VocabEntry {
 
 impl<'de> Deserialize<'de> for VocabEntry {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        struct Inline {
-            values: Vec<String>,
-            counts: Vec<u64>,
-            oov: i64,
-        }
         #[derive(Deserialize)]
         struct File {
             file: String,
@@ -256,12 +259,48 @@ impl<'de> Deserialize<'de> for VocabEntry {
                 oov: f.oov,
             })
         } else {
-            let i: Inline = serde_json::from_value(v).map_err(D::Error::custom)?;
-            Ok(VocabEntry::Inline {
-                values: i.values,
-                counts: i.counts,
-                oov: i.oov,
-            })
+            serde_json::from_value(v)
+                .map(VocabEntry::Inline)
+                .map_err(D::Error::custom)
+        }
+    }
+}
+
+impl<V> StatsEntry<V> {
+    /// The same statistic with its vocabulary (if any) held another way.
+    pub fn map_vocab<W, E>(
+        self,
+        f: impl FnOnce(V) -> std::result::Result<W, E>,
+    ) -> std::result::Result<StatsEntry<W>, E> {
+        Ok(match self {
+            StatsEntry::Standardize { mean, std, count } => {
+                StatsEntry::Standardize { mean, std, count }
+            }
+            StatsEntry::MinMax { min, max, count } => StatsEntry::MinMax { min, max, count },
+            StatsEntry::Vocab(v) => StatsEntry::Vocab(f(v)?),
+        })
+    }
+}
+
+impl StatsEntry {
+    /// The statistic with its vocabulary in memory; an error (naming the
+    /// file) for a vocabulary kept in a file of the set, which must be read
+    /// from there first.
+    pub fn into_inline(self) -> std::result::Result<StatsEntry<InlineVocab>, String> {
+        self.map_vocab(|v| match v {
+            VocabEntry::Inline(v) => Ok(v),
+            VocabEntry::File { file, .. } => Err(format!(
+                "the vocabulary is in {file}, a file of the set; it must be read from there"
+            )),
+        })
+    }
+}
+
+impl From<StatsEntry<InlineVocab>> for StatsEntry {
+    fn from(s: StatsEntry<InlineVocab>) -> Self {
+        match s.map_vocab(|v| Ok::<_, std::convert::Infallible>(VocabEntry::Inline(v))) {
+            Ok(s) => s,
+            Err(never) => match never {},
         }
     }
 }
@@ -439,11 +478,11 @@ mod tests {
         let k = m.stats_of("k").unwrap().unwrap();
         assert_eq!(
             k,
-            [StatsEntry::Vocab(VocabEntry::Inline {
+            [StatsEntry::Vocab(VocabEntry::Inline(InlineVocab {
                 values: vec!["a".into(), String::new()],
                 counts: vec![3, 1],
                 oov: 0
-            })]
+            }))]
         );
         let v = m.stats_of("v").unwrap().unwrap();
         assert_eq!(
@@ -465,6 +504,43 @@ mod tests {
             ("x".to_string(), x),
         ]));
         assert_eq!(serde_json::to_string(&again.stats).unwrap(), text);
+    }
+
+    #[test]
+    fn an_inline_vocabulary_in_memory_writes_the_manifest_entry() {
+        let vocab = InlineVocab {
+            values: vec!["x".into(), "y".into()],
+            counts: vec![2, 1],
+            oov: 0,
+        };
+        let entry = StatsEntry::Vocab(VocabEntry::Inline(vocab.clone()));
+        let in_memory = entry.clone().into_inline().unwrap();
+        assert_eq!(in_memory, StatsEntry::Vocab(vocab));
+        // One JSON form for both, and back again.
+        let text = serde_json::to_string(&in_memory).unwrap();
+        assert_eq!(text, serde_json::to_string(&entry).unwrap());
+        assert_eq!(StatsEntry::from(in_memory), entry);
+        let m = StatsEntry::MinMax {
+            min: -1.5,
+            max: 2.0,
+            count: 7,
+        };
+        assert_eq!(
+            m.clone().into_inline().unwrap(),
+            StatsEntry::MinMax {
+                min: -1.5,
+                max: 2.0,
+                count: 7
+            }
+        );
+        // A vocabulary in a file cannot be used before it is read.
+        let file = StatsEntry::Vocab(VocabEntry::File {
+            file: "vocab-k-0.jsonl".into(),
+            size: 9,
+            oov: 0,
+        });
+        let err = file.into_inline().unwrap_err();
+        assert!(err.contains("vocab-k-0.jsonl"), "{err}");
     }
 
     #[test]

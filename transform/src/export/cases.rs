@@ -20,6 +20,7 @@ use arrow_schema::{DataType, Field, Schema};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
+use tessera_reader::InlineVocab;
 
 /// One conformance case.
 #[derive(Clone, Debug, PartialEq)]
@@ -136,7 +137,7 @@ fn pools(t: &Transform) -> Result<Vec<(String, ArrayRef)>, TransformError> {
                 }
                 let stat = stats.and_then(|v| v.get(j).or_else(|| v.first()));
                 match stat {
-                    Some(FrozenStats::Vocab { values, .. }) => {
+                    Some(FrozenStats::Vocab(InlineVocab { values, .. })) => {
                         let n = values.len();
                         h.text.extend(values.iter().take(6).cloned());
                         h.text

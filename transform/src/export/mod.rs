@@ -15,6 +15,7 @@ use crate::field::{FieldInput, Step};
 use crate::semantics::{FrozenStats, NULL_KEY, SEMANTICS_VERSION};
 use crate::serving::Transform;
 use serde_json::{Value, json};
+use tessera_reader::InlineVocab;
 use tessera_reader::durable::hex;
 
 /// The document's `format`.
@@ -133,7 +134,7 @@ fn step(s: &Step, stats: Option<&Vec<FrozenStats>>, n: usize) -> Value {
         Step::Vocab { oov, .. } => {
             let values: Vec<Value> = (0..n)
                 .map(|j| match stats.and_then(|v| v.get(j)) {
-                    Some(FrozenStats::Vocab { values, .. }) => json!(values),
+                    Some(FrozenStats::Vocab(InlineVocab { values, .. })) => json!(values),
                     _ => json!([]),
                 })
                 .collect();

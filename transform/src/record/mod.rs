@@ -19,6 +19,7 @@ use crate::values::ValueError;
 use arrow_array::{ArrayRef, RecordBatch};
 use paths::{ColumnEncoder, Writer};
 use std::collections::HashMap;
+use tessera_reader::InlineVocab;
 use tessera_reader::{DType, RecordLayout};
 
 /// Why a batch could not be encoded, naming the field.
@@ -277,7 +278,7 @@ fn slot_stats(chain: &Chain, stats: Option<&Vec<FrozenStats>>, j: usize) -> Slot
             None => SlotStats::None,
         },
         Path::Text { buckets: None } => match stats.get(j) {
-            Some(FrozenStats::Vocab { values, oov, .. }) => SlotStats::Vocab {
+            Some(FrozenStats::Vocab(InlineVocab { values, oov, .. })) => SlotStats::Vocab {
                 ids: values
                     .iter()
                     .enumerate()

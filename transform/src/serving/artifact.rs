@@ -10,6 +10,7 @@ use crate::text::TOKENIZERS_LIBRARY;
 use arrow_schema::{DataType, Field as ArrowField, Schema};
 use serde_json::Value;
 use std::path::Path;
+use tessera_reader::InlineVocab;
 use tessera_reader::{Manifest, QueryColumn, StatsEntry, VocabEntry, parse_vocab_line};
 
 /// The serving-relevant content of a manifest.
@@ -136,7 +137,7 @@ fn frozen_of(
                 size,
                 oov,
             ),
-            inline => FrozenStats::try_from(inline).map_err(bad),
+            inline => inline.into_inline().map_err(bad),
         })
         .collect::<Result<Vec<_>, _>>()
         .map(Some)
@@ -191,11 +192,11 @@ fn vocab_file(
             values.len()
         )));
     }
-    Ok(FrozenStats::Vocab {
+    Ok(FrozenStats::Vocab(InlineVocab {
         values,
         counts,
         oov,
-    })
+    }))
 }
 
 /// The query's output columns as recorded by the build, if it recorded them
