@@ -49,7 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import tessera
 
@@ -171,6 +171,90 @@ def simulate(plan: List[List[int]], sizes: List[int], budget: int, policy: str) 
     return fetched, hits / max(accesses, 1)
 
 
+def measure_budget(url: str, slow: Dict[str, str], fresh: Callable[[str], str], args: argparse.Namespace,
+                   set_bytes: int, sizes: List[int]) -> Dict[str, Any]:
+    """Three epochs under a cache budget of a fraction of the set: the bytes
+    fetched, against LRU and the offline optimum on the same access plan."""
+    budget = int(set_bytes * args.budget)
+    rb = tessera.open(url, cache_dir=fresh("r3"), storage_options=slow, cache_bytes=budget)
+    out: Dict[str, Any] = {"bytes": budget, **epochs(rb, args, 3)}
+    fetched = rb.cache_stats()["fetched_bytes"]  # type: ignore[index]
+    loader = rb.loader(args.batch, seed=1, shuffle_window=args.window, threads=2)
+    plan: List[List[int]] = []
+    for e in range(3):
+        plan += loader.access_plan(e)
+    lru, lru_hit = simulate(plan, sizes, budget, "lru")
+    opt, opt_hit = simulate(plan, sizes, budget, "belady")
+    later = [p for e in range(1, 3) for p in loader.access_plan(e)]
+    out.update({
+        "fetched": fetched, "lru": lru, "lru_hit": lru_hit, "belady": opt, "belady_hit": opt_hit,
+        "ratio_to_lru": fetched / lru,
+        "belady_over_lru_epochs_2_3": simulate(later, sizes, budget, "belady")[0]
+        / max(simulate(later, sizes, budget, "lru")[0], 1),
+    })
+    return out
+
+
+def measure_zstd(zstd: str, zurl: str, slow: Dict[str, str], fresh: Callable[[str], str],
+                 args: argparse.Namespace, set_bytes: int, stored: int) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """zstd: the stored size, the one-time decompression into the cache, and
+    two epochs by URL."""
+    cores = os.cpu_count() or 1
+    t = time.perf_counter()
+    z = tessera.open(zstd, cache_dir=fresh("z1"), fetch_threads=cores)
+    for _ in z.loader(args.batch, shuffle=False, threads=2):
+        pass
+    wall = time.perf_counter() - t
+    zs = z.cache_stats()
+    local_z = {
+        "stored_bytes": stored, "ratio": set_bytes / stored, "decompress_wall_s": wall,
+        "decompress_mb_s": set_bytes / wall / 1e6, "threads": cores,
+        "decompress_s_per_thread": zs["decompress_seconds"],  # type: ignore[index]
+    }
+    zr = tessera.open(zurl, cache_dir=fresh("z2"), storage_options=slow)
+    return local_z, epochs(zr, args, 2)
+
+
+def print_table(res: Dict[str, Any], args: argparse.Namespace) -> None:
+    """The Markdown table of the figures in `res`."""
+    set_bytes = res["set_bytes"]
+    loc = statistics.median(res["local"]["samples_per_s"])
+    r = res["remote"]["samples_per_s"]
+    print(f"{res['rows']} records x {res['stride']} B = {set_bytes / 1e6:.0f} MB in {res['shards']} shards; "
+          f"{args.latency_ms:.0f} ms per request; window {args.window}, batch {args.batch}")
+    print("| measure | value | vs local |")
+    print("|---|---:|---:|")
+    print(f"| local, shuffled (median of {args.epochs} epochs) | {loc / 1e6:.2f} M samples/s | 1.00 |")
+    print(f"| remote, open (manifest GET, {res['open_requests']} request) | {res['open_s'] * 1000:.0f} ms | |")
+    print(f"| remote, time to first batch | {res['remote']['first_batch_s']:.3f} s | |")
+    print(f"| remote, first epoch | {r[0] / 1e6:.2f} M samples/s | {r[0] / loc:.2f} |")
+    if res["local_cold"]["dropped"]:
+        lc = res["local_cold"]["samples_per_s"][0]
+        print(f"| local, first epoch from disk (page cache dropped) | {lc / 1e6:.2f} M samples/s | {lc / loc:.2f} |")
+        print(f"| remote first epoch / local first epoch from disk | | {r[0] / lc:.2f} |")
+    rd = res["remote_direct"]["samples_per_s"][0]
+    print(f"| remote, first epoch without the proxy (0 ms) | {rd / 1e6:.2f} M samples/s | {rd / loc:.2f} |")
+    for i, x in enumerate(r[1:], 2):
+        print(f"| remote, epoch {i} | {x / 1e6:.2f} M samples/s | {x / loc:.2f} |")
+    li, ri = res["later_interleaved"]["local"], res["later_interleaved"]["remote"]
+    ml, mr = statistics.median(li), statistics.median(ri)
+    print(f"| later epochs alternating with local (5 each, medians): local | {ml / 1e6:.2f} M samples/s | 1.00 |")
+    print(f"| later epochs alternating with local (5 each, medians): remote | {mr / 1e6:.2f} M samples/s | {mr / ml:.2f} |")
+    ls, rs = res["local_step"]["samples_per_s"], res["remote_step"]["samples_per_s"]
+    print(f"| with a {args.step_ms:.0f} ms step: local | {ls[0] / 1e6:.3f} M samples/s | 1.00 |")
+    print(f"| with a {args.step_ms:.0f} ms step: remote first epoch | {rs[0] / 1e6:.3f} M samples/s | {rs[0] / ls[0]:.2f} |")
+    b = res["budget"]
+    print(f"| budget {args.budget:.0%}: bytes fetched over 3 epochs | {b['fetched'] / 1e6:.0f} MB | |")
+    print(f"| LRU on the same sequence | {b['lru'] / 1e6:.0f} MB (hit rate {b['lru_hit']:.2f}) | ours / LRU = {b['ratio_to_lru']:.2f} |")
+    print(f"| offline optimum (Belady) | {b['belady'] / 1e6:.0f} MB (hit rate {b['belady_hit']:.2f}) | |")
+    print(f"| epochs 2-3 only: Belady / LRU | {b['belady_over_lru_epochs_2_3']:.2f} | |")
+    z = res["zstd"]
+    print(f"| zstd level 3: stored size | {z['stored_bytes'] / 1e6:.0f} MB ({z['ratio']:.2f}x smaller) | |")
+    print(f"| zstd: one-time decompression into the cache | {z['decompress_mb_s']:.0f} MB/s on {z['threads']} threads | |")
+    zr = res["zstd_remote"]["samples_per_s"]
+    print(f"| zstd by URL: first epoch | {zr[0] / 1e6:.2f} M samples/s | {zr[0] / loc:.2f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=2_000_000, help="generated input rows (about 40%% kept)")
@@ -244,40 +328,9 @@ def main() -> None:
         remote2 = tessera.open(url, cache_dir=fresh("r2"), storage_options=slow)
         res["remote_step"] = epochs(remote2, args, 2, step_s=step)
 
-        # A budget of a fraction of the set, three epochs.
-        budget = int(set_bytes * args.budget)
-        rb = tessera.open(url, cache_dir=fresh("r3"), storage_options=slow, cache_bytes=budget)
-        res["budget"] = {"bytes": budget, **epochs(rb, args, 3)}
-        fetched = rb.cache_stats()["fetched_bytes"]  # type: ignore[index]
-        loader = rb.loader(args.batch, seed=1, shuffle_window=args.window, threads=2)
-        plan: List[List[int]] = []
-        for e in range(3):
-            plan += loader.access_plan(e)
-        lru, lru_hit = simulate(plan, sizes, budget, "lru")
-        opt, opt_hit = simulate(plan, sizes, budget, "belady")
-        later = [p for e in range(1, 3) for p in loader.access_plan(e)]
-        res["budget"].update({
-            "fetched": fetched, "lru": lru, "lru_hit": lru_hit, "belady": opt, "belady_hit": opt_hit,
-            "ratio_to_lru": fetched / lru,
-            "belady_over_lru_epochs_2_3": simulate(later, sizes, budget, "belady")[0]
-            / max(simulate(later, sizes, budget, "lru")[0], 1),
-        })
+        res["budget"] = measure_budget(url, slow, fresh, args, set_bytes, sizes)
 
-        # zstd: size, one-time decompression, and by URL.
-        cores = os.cpu_count() or 1
-        t = time.perf_counter()
-        z = tessera.open(zstd, cache_dir=fresh("z1"), fetch_threads=cores)
-        for _ in z.loader(args.batch, shuffle=False, threads=2):
-            pass
-        wall = time.perf_counter() - t
-        zs = z.cache_stats()
-        res["zstd"] = {
-            "stored_bytes": stored, "ratio": set_bytes / stored, "decompress_wall_s": wall,
-            "decompress_mb_s": set_bytes / wall / 1e6, "threads": cores,
-            "decompress_s_per_thread": zs["decompress_seconds"],  # type: ignore[index]
-        }
-        zr = tessera.open(zurl, cache_dir=fresh("z2"), storage_options=slow)
-        res["zstd_remote"] = epochs(zr, args, 2)
+        res["zstd"], res["zstd_remote"] = measure_zstd(zstd, zurl, slow, fresh, args, set_bytes, stored)
 
         # The local set's own first epoch from disk: its pages dropped from
         # the page cache (every map of it closed first), then one epoch.
@@ -292,42 +345,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(res, indent=1, default=str))
         return
-    loc = statistics.median(res["local"]["samples_per_s"])
-    r = res["remote"]["samples_per_s"]
-    print(f"{res['rows']} records x {res['stride']} B = {set_bytes / 1e6:.0f} MB in {len(shards)} shards; "
-          f"{args.latency_ms:.0f} ms per request; window {args.window}, batch {args.batch}")
-    print("| measure | value | vs local |")
-    print("|---|---:|---:|")
-    print(f"| local, shuffled (median of {args.epochs} epochs) | {loc / 1e6:.2f} M samples/s | 1.00 |")
-    print(f"| remote, open (manifest GET, {res['open_requests']} request) | {res['open_s'] * 1000:.0f} ms | |")
-    print(f"| remote, time to first batch | {res['remote']['first_batch_s']:.3f} s | |")
-    print(f"| remote, first epoch | {r[0] / 1e6:.2f} M samples/s | {r[0] / loc:.2f} |")
-    if res["local_cold"]["dropped"]:
-        lc = res["local_cold"]["samples_per_s"][0]
-        print(f"| local, first epoch from disk (page cache dropped) | {lc / 1e6:.2f} M samples/s | {lc / loc:.2f} |")
-        print(f"| remote first epoch / local first epoch from disk | | {r[0] / lc:.2f} |")
-    rd = res["remote_direct"]["samples_per_s"][0]
-    print(f"| remote, first epoch without the proxy (0 ms) | {rd / 1e6:.2f} M samples/s | {rd / loc:.2f} |")
-    for i, x in enumerate(r[1:], 2):
-        print(f"| remote, epoch {i} | {x / 1e6:.2f} M samples/s | {x / loc:.2f} |")
-    li, ri = res["later_interleaved"]["local"], res["later_interleaved"]["remote"]
-    ml, mr = statistics.median(li), statistics.median(ri)
-    print(f"| later epochs alternating with local (5 each, medians): local | {ml / 1e6:.2f} M samples/s | 1.00 |")
-    print(f"| later epochs alternating with local (5 each, medians): remote | {mr / 1e6:.2f} M samples/s | {mr / ml:.2f} |")
-    ls, rs = res["local_step"]["samples_per_s"], res["remote_step"]["samples_per_s"]
-    print(f"| with a {args.step_ms:.0f} ms step: local | {ls[0] / 1e6:.3f} M samples/s | 1.00 |")
-    print(f"| with a {args.step_ms:.0f} ms step: remote first epoch | {rs[0] / 1e6:.3f} M samples/s | {rs[0] / ls[0]:.2f} |")
-    b = res["budget"]
-    print(f"| budget {args.budget:.0%}: bytes fetched over 3 epochs | {b['fetched'] / 1e6:.0f} MB | |")
-    print(f"| LRU on the same sequence | {b['lru'] / 1e6:.0f} MB (hit rate {b['lru_hit']:.2f}) | ours / LRU = {b['ratio_to_lru']:.2f} |")
-    print(f"| offline optimum (Belady) | {b['belady'] / 1e6:.0f} MB (hit rate {b['belady_hit']:.2f}) | |")
-    print(f"| epochs 2-3 only: Belady / LRU | {b['belady_over_lru_epochs_2_3']:.2f} | |")
-    z = res["zstd"]
-    print(f"| zstd level 3: stored size | {z['stored_bytes'] / 1e6:.0f} MB ({z['ratio']:.2f}x smaller) | |")
-    print(f"| zstd: one-time decompression into the cache | {z['decompress_mb_s']:.0f} MB/s on {z['threads']} threads | |")
-    zr = res["zstd_remote"]["samples_per_s"]
-    print(f"| zstd by URL: first epoch | {zr[0] / 1e6:.2f} M samples/s | {zr[0] / loc:.2f} |")
-
+    print_table(res, args)
 
 if __name__ == "__main__":
     main()

@@ -68,6 +68,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 
 import tessera
 from tessera._mix import Mixture
+from tessera._torch_stream import ANCHOR_BYTES, ANCHORED, EPOCH, GEN, START, Stream
 from tessera.errors import ArgumentError
 
 __all__ = ["IterableDataset"]
@@ -76,29 +77,7 @@ PathArg = Union[str, "os.PathLike[str]"]
 
 STATE_FORMAT = "tessera-loader/1"
 
-# Layout of the shared block: what the next pass reads. A mixture's restored
-# state (counts and schedule history, as JSON) is in a second shared block
-# of bytes; _ANCHORED holds its length (0: none).
-_GEN, _EPOCH, _START, _ANCHORED = range(4)
-_ANCHOR_BYTES = 1 << 20
-
 _passes = itertools.count(1)
-
-_TORCH_DTYPES = {
-    "u8": torch.uint8,
-    "i8": torch.int8,
-    # Unsigned 16/32/64-bit tensors exist from PyTorch 2.3 on.
-    "u16": getattr(torch, "uint16", None),
-    "i16": torch.int16,
-    "u32": getattr(torch, "uint32", None),
-    "i32": torch.int32,
-    "u64": getattr(torch, "uint64", None),
-    "i64": torch.int64,
-    "f16": torch.float16,
-    "bf16": torch.bfloat16,
-    "f32": torch.float32,
-    "f64": torch.float64,
-}
 
 
 class _Pass:
@@ -204,8 +183,8 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
         self._local: Optional[Tuple[int, int]] = None
         self._source: Any = None
         self._source_pid = -1
-        self._shared = torch.zeros(_ANCHORED + 1, dtype=torch.int64).share_memory_()
-        anchor_bytes = _ANCHOR_BYTES if self.mixture is not None else 1
+        self._shared = torch.zeros(ANCHORED + 1, dtype=torch.int64).share_memory_()
+        anchor_bytes = ANCHOR_BYTES if self.mixture is not None else 1
         self._anchor_bytes = torch.zeros(anchor_bytes, dtype=torch.uint8).share_memory_()
         # Open once in the constructing process: bad paths and arguments fail
         # here, not later inside a worker.
@@ -250,8 +229,8 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
         """Writes what the next pass reads: epoch, start, mixture anchor."""
         start = self._position if self._pending else 0
         block = self._shared
-        block[_EPOCH] = self.epoch
-        block[_START] = start
+        block[EPOCH] = self.epoch
+        block[START] = start
         if self._anchor is not None:
             data = json.dumps(self._anchor).encode()
             if len(data) > len(self._anchor_bytes):
@@ -261,8 +240,8 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
                     "history of very many weight changes)"
                 )
             self._anchor_bytes[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-            block[_ANCHORED] = len(data)
-        block[_GEN] += 1
+            block[ANCHORED] = len(data)
+        block[GEN] += 1
 
     def _begin_pass(self) -> _Pass:
         """A pass starts in the training process: fix its epoch and start."""
@@ -272,9 +251,9 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
             self._position = start
             p = _Pass(self.epoch, start)
             self._pass = p
-        self._shared[_EPOCH] = p.epoch
-        self._shared[_START] = p.start
-        self._shared[_GEN] += 1
+        self._shared[EPOCH] = p.epoch
+        self._shared[START] = p.start
+        self._shared[GEN] += 1
         return p
 
     def _delivered(self, token: int) -> None:
@@ -331,7 +310,7 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
             )
         return loader
 
-    def __iter__(self) -> "_Stream":
+    def __iter__(self) -> "Stream":
         info = torch.utils.data.get_worker_info()
         if info is None:
             with self._lock:
@@ -339,33 +318,16 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
             if claimed is not None:
                 # A DataLoader (num_workers=0) began this pass and counts
                 # what it hands out.
-                return _Stream(self, claimed.epoch, claimed.start, 0, 1, None)
+                return Stream(self, claimed.epoch, claimed.start, 0, 1, None)
             p = self._begin_pass()
-            return _Stream(self, p.epoch, p.start, 0, 1, p.token)
+            return Stream(self, p.epoch, p.start, 0, 1, p.token)
         if self._local is not None:
             # Restored by StatefulDataLoader for this pass only.
             (epoch, start), self._local = self._local, None
         else:
             block = self._shared.tolist()
-            epoch, start = int(block[_EPOCH]), int(block[_START])
-        return _Stream(self, epoch, start, info.id, info.num_workers, None)
-
-    @staticmethod
-    def _convert(batch: Dict[str, Any], fields: List[Tuple[str, Any, int, int, Tuple[int, ...], Tuple[int, ...]]]) -> Dict[str, Any]:
-        """Tensors for every field over one tensor of the whole batch buffer:
-        no copy in this process, and one shared-memory block (not one per
-        field) when a worker sends the batch."""
-        owner = next(iter(batch.values())).base
-        whole = torch.from_numpy(owner.buffer())
-        rows, stride = owner.rows, owner.stride
-        typed: Dict[Any, Any] = {}
-        out: Dict[str, Any] = {}
-        for name, dtype, size, offset, shape, inner in fields:
-            view = typed.get(dtype)
-            if view is None:
-                view = typed[dtype] = whole.view(dtype)
-            out[name] = view.as_strided((rows, *shape), (stride // size, *inner), offset // size)
-        return out
+            epoch, start = int(block[EPOCH]), int(block[START])
+        return Stream(self, epoch, start, info.id, info.num_workers, None)
 
     def __len__(self) -> int:
         """Batches per epoch on this rank (over all workers together)."""
@@ -389,7 +351,7 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
             # Inside a worker (StatefulDataLoader asks each worker): the
             # pass's epoch and start; the worker's stream holds the rest.
             block = self._shared.tolist()
-            return self._state(int(block[_EPOCH]), int(block[_START]), world_size)
+            return self._state(int(block[EPOCH]), int(block[START]), world_size)
         with self._lock:
             p = self._pass
             if p is not None and p.epoch == self.epoch:
@@ -500,87 +462,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.item()
     return value
-
-
-class _Stream:
-    """The batches one process yields in one pass: the rank's batches
-    ``worker, worker + num_workers, ...`` from ``start`` of ``epoch``.
-
-    Its ``state_dict``/``load_state_dict`` are this sub-stream's position,
-    which ``torchdata``'s ``StatefulDataLoader`` saves and restores per worker.
-    """
-
-    def __init__(self, owner: IterableDataset, epoch: int, start: int, worker: int, num_workers: int,
-                 token: Optional[int]) -> None:
-        self.owner = owner
-        self.epoch = epoch
-        self.start = start
-        self.worker = worker
-        self.num_workers = num_workers
-        self.yielded = 0  # batches of this sub-stream handed out
-        self.token = token  # set when this stream counts deliveries itself
-        self._it: Optional[Iterator[Dict[str, Any]]] = None
-        self._fields: List[Tuple[str, Any, int, int, Tuple[int, ...], Tuple[int, ...]]] = []
-
-    def __iter__(self) -> "_Stream":
-        return self
-
-    def _start(self) -> Iterator[Dict[str, Any]]:
-        owner = self.owner
-        loader = owner._loader(self.worker, self.num_workers)
-        block = owner._shared.tolist()
-        if owner.mixture is not None and block[_ANCHORED]:
-            n = int(block[_ANCHORED])
-            anchor = json.loads(owner._anchor_bytes[:n].numpy().tobytes())
-            loader.load_state_dict({"seed": owner.seed, "shuffle": owner.shuffle, **anchor})
-        # Skip the rounds this sub-stream already yielded: round j of all
-        # workers starts j * num_workers batches after `start`.
-        rank, world_size = owner.ranks()
-        g = owner.batch_size * world_size
-        at = min(self.start + self.yielded * self.num_workers * g, owner._rows)
-        loader.load_state_dict({"seed": owner.seed, "shuffle": owner.shuffle,
-                                "shuffle_window": owner.shuffle_window, "epoch": self.epoch, "position": at})
-        self._fields = []
-        for f in owner._open().fields:
-            dtype = _TORCH_DTYPES[f.dtype]
-            if dtype is None:
-                raise ArgumentError(f"field {f.name!r} has dtype {f.dtype}, which needs PyTorch 2.3 or later")
-            shape = tuple(f.shape)
-            # Row-major element strides inside one record.
-            inner: List[int] = []
-            acc = 1
-            for d in reversed(shape):
-                inner.insert(0, acc)
-                acc *= d
-            self._fields.append((f.name, dtype, f.numpy_dtype.itemsize, f.offset, shape, tuple(inner)))
-        return iter(loader)
-
-    def __next__(self) -> Dict[str, Any]:
-        if self._it is None:
-            self._it = self._start()
-        try:
-            batch = next(self._it)
-        except StopIteration:
-            if self.token is not None:
-                self.owner._exhausted(self.token)
-            raise
-        self.yielded += 1
-        if self.token is not None:
-            self.owner._delivered(self.token)
-        return IterableDataset._convert(batch, self._fields) if self.owner.tensors else batch
-
-    def state_dict(self) -> Dict[str, Any]:
-        return {"epoch": self.epoch, "start": self.start, "yielded": self.yielded,
-                "worker": self.worker, "num_workers": self.num_workers}
-
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        if int(state["num_workers"]) != self.num_workers or int(state["worker"]) != self.worker:
-            raise ArgumentError(
-                f"stream state of worker {state['worker']} of {state['num_workers']} "
-                f"cannot continue as worker {self.worker} of {self.num_workers}"
-            )
-        self.epoch, self.start, self.yielded = int(state["epoch"]), int(state["start"]), int(state["yielded"])
-        self._it = None
 
 
 # -- DataLoader hooks ------------------------------------------------------------
