@@ -91,14 +91,7 @@ impl CachedShards {
                     actual: got,
                 });
             }
-            let actual = hex(hasher.finalize().as_bytes());
-            if actual != info.blake3 {
-                return Err(Error::Checksum {
-                    path: loc,
-                    expected: info.blake3.clone(),
-                    actual,
-                });
-            }
+            same_digest(&hasher, &info.blake3, &loc)?;
             self.check_header(&header, s)?;
             let dt = t.elapsed().as_secs_f64();
             self.stat(|c| {
@@ -136,15 +129,7 @@ impl CachedShards {
             hasher.update(b);
             Ok(())
         })?;
-        let actual = hex(hasher.finalize().as_bytes());
-        if actual != blake3 {
-            return Err(Error::Checksum {
-                path: self.source.locate(name),
-                expected: blake3.to_owned(),
-                actual,
-            });
-        }
-        Ok(())
+        same_digest(&hasher, blake3, &self.source.locate(name))
     }
 
     /// Checks every stored shard against the manifest (both hashes when
@@ -165,19 +150,7 @@ impl CachedShards {
                 decompress_into(&stored, &table, &mut out, self.decompress_threads, &loc)?;
                 self.verify_content(&out, s, &loc)?;
             } else {
-                let mut hasher = blake3::Hasher::new();
-                self.source.read(&info.file, size, &mut |b| {
-                    hasher.update(b);
-                    Ok(())
-                })?;
-                let actual = hex(hasher.finalize().as_bytes());
-                if actual != info.blake3 {
-                    return Err(Error::Checksum {
-                        path: loc,
-                        expected: info.blake3.clone(),
-                        actual,
-                    });
-                }
+                self.verify_file(&info.file, size, &info.blake3)?;
             }
         }
         Ok(())
@@ -187,7 +160,14 @@ impl CachedShards {
 /// Whether `bytes` hash to `expected` (a manifest's lowercase hex blake3);
 /// the error names `path`.
 fn same_blake3(bytes: &[u8], expected: &str, path: &Path) -> Result<()> {
-    let actual = hex(blake3::hash(bytes).as_bytes());
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(bytes);
+    same_digest(&hasher, expected, path)
+}
+
+/// What `hasher` has seen against the manifest's hex digest `expected`.
+fn same_digest(hasher: &blake3::Hasher, expected: &str, path: &Path) -> Result<()> {
+    let actual = hex(hasher.finalize().as_bytes());
     if actual != expected {
         return Err(Error::Checksum {
             path: path.to_path_buf(),
