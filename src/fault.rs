@@ -71,7 +71,10 @@ pub fn point(name: &str) {
             .append(true)
             .open(path)
     {
-        let _ = writeln!(f, "{name}");
+        // One write per line: with O_APPEND a single small write lands
+        // whole, while `writeln!` writes the name and the newline apart, and
+        // two threads reaching points at once interleaved them.
+        let _ = f.write_all(format!("{name}\n").as_bytes());
     }
     if let Some((target, nth)) = &c.pause
         && target == name
