@@ -260,6 +260,17 @@ fn the_hash_follows_the_tokenizer_bytes_not_its_path() {
         "moving the tokenizer file changed the hash"
     );
     assert!(moved.cache_hit);
+    // The build parsed the tokenizer (and timed it); the cache hit did not.
+    assert!(
+        first.seconds.contains_key("tokenizers"),
+        "{:?}",
+        first.seconds
+    );
+    assert!(
+        !moved.seconds.contains_key("tokenizers"),
+        "{:?}",
+        moved.seconds
+    );
     // Other bytes (one more word in the vocabulary): another artifact.
     std::fs::write(p.root.join("elsewhere/t.json"), tokenizer_json(1)).unwrap();
     let changed = p.build().expect("build");
@@ -279,10 +290,16 @@ fn the_hash_follows_the_tokenizer_bytes_not_its_path() {
     assert!(!canonical.contains("t.json"), "{canonical}");
 }
 
+/// The spec at `path` as a build reads it: loaded, then its tokenizers
+/// parsed (a cache hit stops before the parse).
+fn load_parsed(path: &std::path::Path) -> Result<Spec, tessera::spec::SpecError> {
+    Spec::load(path)?.with_tokenizers()
+}
+
 /// The error of loading `spec` (with the test tokenizer in tok/words.json).
 fn spec_error(spec: &str) -> String {
     let p = Project::new(spec, &rows());
-    match Spec::load(&p.spec()) {
+    match load_parsed(&p.spec()) {
         Ok(_) => panic!("the spec loaded:\n{spec}"),
         Err(e) => e.to_string(),
     }
@@ -314,7 +331,15 @@ fn tokenizer_errors_name_the_field_and_the_file() {
         &rows(),
     );
     std::fs::write(p.root.join("tok/bad.json"), "{\"model\": 3}").unwrap();
-    let e = Spec::load(&p.spec()).unwrap_err().to_string();
+    let e = load_parsed(&p.spec()).unwrap_err().to_string();
+    assert_has(&e, &["fields.tok", "bad.json", "not a tokenizer file"]);
+    // The hash needs only the file's bytes, so loading the spec (all a
+    // cache hit does) does not parse it; a build that has work to do does,
+    // and says the same.
+    let spec = Spec::load(&p.spec()).expect("loading reads the bytes only");
+    let bad = blake3::hash(b"{\"model\": 3}").to_hex().to_string();
+    assert!(spec.canonical_json().to_string().contains(&bad));
+    let e = p.build().expect_err("a build parses the file").to_string();
     assert_has(&e, &["fields.tok", "bad.json", "not a tokenizer file"]);
 
     // A bos token the vocabulary lacks.
@@ -338,7 +363,7 @@ fn tokenizer_errors_name_the_field_and_the_file() {
         &rows(),
     );
     std::fs::write(p.root.join("tok/big.json"), tokenizer_json(70_000)).unwrap();
-    let e = Spec::load(&p.spec()).unwrap_err().to_string();
+    let e = load_parsed(&p.spec()).unwrap_err().to_string();
     assert_has(
         &e,
         &[
@@ -354,7 +379,7 @@ fn tokenizer_errors_name_the_field_and_the_file() {
         tok_spec("tok: { dtype: u32, column: title, length: 4, transform: { tokenize: { file: tok/big.json } } }"),
     )
     .unwrap();
-    Spec::load(&p.spec()).expect("u32 holds the ids");
+    load_parsed(&p.spec()).expect("u32 holds the ids");
 
     // A rank file needs a known encoding and has no post-processor.
     let e = spec_error(&tok_spec(

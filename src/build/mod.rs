@@ -228,7 +228,6 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
-    let spec = Arc::new(spec);
     let mut built: Option<Built> = None;
     let mut stage_seconds = BTreeMap::new();
     let obtained = cache.get_or_build(
@@ -236,6 +235,12 @@ pub fn build(spec_path: &Path, opts: &BuildOptions) -> Result<BuildReport, Build
         || progress.line(&format!("waiting for another build of {}", &hash[..16])),
         |staging| {
             progress.line(&format!("building {} -> {}", spec.name, &hash[..16]));
+            // Only now, with a build to run, are tokenizer files parsed.
+            let t = Instant::now();
+            let spec = Arc::new(spec.with_tokenizers()?);
+            if spec.has_tokenizers() {
+                stage_seconds.insert("tokenizers".to_string(), t.elapsed().as_secs_f64());
+            }
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
                 .thread_name(|i| format!("tessera-build-{i}"))
@@ -450,7 +455,7 @@ fn check_not_empty(
 
 /// Plans `spec_path` without building it: what `tessera explain` shows.
 pub fn explain(spec_path: &Path) -> Result<crate::plan::Explanation, BuildError> {
-    let spec = Arc::new(Spec::load(spec_path)?);
+    let spec = Arc::new(Spec::load(spec_path)?.with_tokenizers()?);
     let planner = Planner::new(
         Arc::clone(&spec),
         PlanOptions {

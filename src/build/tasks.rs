@@ -210,7 +210,7 @@ pub fn plan(
         return Ok(plan);
     }
     std::fs::create_dir_all(&work_dir).map_err(io(&work_dir))?;
-    let spec = Arc::new(spec);
+    let spec = Arc::new(spec.with_tokenizers()?);
     let planner = planner_for(&spec, &plan, 1)?;
     plan.decision = Some(planner.decision().clone());
     plan.serial = planner.serial_reason().map(str::to_string);
@@ -320,7 +320,7 @@ pub(super) fn load(plan: &BuildPlan) -> Result<(Arc<crate::spec::Spec>, Prepared
             &plan.hash[..16]
         )));
     }
-    Ok((Arc::new(p.spec.clone()), p))
+    Ok((Arc::new(p.spec.with_tokenizers()?), p))
 }
 
 #[cfg(test)]

@@ -180,29 +180,11 @@ impl<'a> Encoder<'a> {
             recs: Vec::new(),
             bytes: 0,
             budget: None,
-            pack: spec.pack.as_ref().map(|p| {
-                let index = spec
-                    .fields
-                    .iter()
-                    .position(|f| f.name == p.field)
-                    .unwrap_or(0);
-                let step = spec.fields.get(index).and_then(|f| {
-                    f.transforms.iter().find_map(|t| match t {
-                        crate::spec::Transform::Tokenize(t) => Some(t),
-                        _ => None,
-                    })
-                });
-                PackSink {
-                    field: p.field.clone(),
-                    column: format!("__f{index}"),
-                    tokenizer: step.and_then(|t| t.loaded.clone()),
-                    chat: step.and_then(|t| {
-                        let chat = t.chat_template.as_ref()?.loaded.clone()?;
-                        Some((chat, t.skip_bad_masks))
-                    }),
-                    streams: (0..n).map(|_| None).collect(),
-                }
-            }),
+            pack: spec
+                .pack
+                .as_ref()
+                .map(|p| pack_sink(spec, p, n))
+                .transpose()?,
         })
     }
 
@@ -407,6 +389,47 @@ fn too_big(rows: usize, stride: usize) -> PlanError {
             "{rows} records of {stride} bytes cannot be allocated; make the records smaller"
         ),
     }
+}
+
+/// The documents' side of an encoder with `pack:`: the packed field's
+/// column and its parsed tokenizer (and chat template), if it has a
+/// `tokenize` step.
+fn pack_sink(
+    spec: &Spec,
+    p: &crate::spec::PackOptions,
+    splits: usize,
+) -> Result<PackSink, PlanError> {
+    let index = spec
+        .fields
+        .iter()
+        .position(|f| f.name == p.field)
+        .unwrap_or(0);
+    let step = spec.fields.get(index).and_then(|f| {
+        f.transforms.iter().find_map(|t| match t {
+            crate::spec::Transform::Tokenize(t) => Some(t),
+            _ => None,
+        })
+    });
+    let tokenizer = match step {
+        Some(t) => Some(t.loaded.clone().ok_or_else(|| PlanError::Spec {
+            key: format!("fields.{}.transform.tokenize.file", p.field),
+            message: format!(
+                "the tokenizer file {} has not been parsed (Spec::load_tokenizers)",
+                t.file
+            ),
+        })?),
+        None => None,
+    };
+    Ok(PackSink {
+        field: p.field.clone(),
+        column: format!("__f{index}"),
+        tokenizer,
+        chat: step.and_then(|t| {
+            let chat = t.chat_template.as_ref()?.loaded.clone()?;
+            Some((chat, t.skip_bad_masks))
+        }),
+        streams: (0..splits).map(|_| None).collect(),
+    })
 }
 
 #[cfg(test)]

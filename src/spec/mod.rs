@@ -250,7 +250,7 @@ impl Spec {
         for source in &mut self.sources {
             files::resolve_source(source, &spec_dir, &self.locations)?;
         }
-        self.load_tokenizers(&spec_dir)?;
+        self.identify_tokenizers(&spec_dir)?;
         self.resolve_image_bases(&spec_dir);
         Ok(())
     }
@@ -270,10 +270,47 @@ impl Spec {
         }
     }
 
-    /// Reads each `tokenize` step's file (relative to the spec's folder):
-    /// its blake3 joins the canonical form, and its vocabulary must fit the
-    /// field's dtype and hold the bos and eos tokens.
-    fn load_tokenizers(&mut self, spec_dir: &Path) -> Result<(), SpecError> {
+    /// Reads each `tokenize` step's file (relative to the spec's folder) for
+    /// its blake3, which joins the canonical form, and compiles its chat
+    /// template. The tokenizer itself is parsed by
+    /// [`Spec::load_tokenizers`], which a build calls once it knows it has
+    /// work to do: a cache hit never pays for the parse.
+    fn identify_tokenizers(&mut self, spec_dir: &Path) -> Result<(), SpecError> {
+        let locations = &self.locations;
+        for field in &mut self.fields {
+            let name = field.name.clone();
+            for step in &mut field.transforms {
+                let Transform::Tokenize(tok) = step else {
+                    continue;
+                };
+                if tok.loaded.is_some() {
+                    continue;
+                }
+                let key = format!("fields.{name}.transform.tokenize.file");
+                tok.identify(&spec_dir.join(&tok.file))
+                    .map_err(|e| locations.error(&key, format!("tokenize: {e}")))?;
+                if let Some(chat) = &tok.chat_template {
+                    let key = format!("fields.{name}.transform.tokenize.chat_template");
+                    let path = spec_dir.join(&chat.file);
+                    tok.load_chat(&path)
+                        .map_err(|e| locations.error(&key, format!("tokenize: {e}")))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Parses each `tokenize` step's file, checking it is the file the
+    /// spec's hash was taken over, that its vocabulary fits the field's
+    /// dtype and that it holds the bos and eos tokens. Planning, running
+    /// and explaining a spec with `tokenize` steps need it; hashing one
+    /// does not.
+    pub fn load_tokenizers(&mut self) -> Result<(), SpecError> {
+        let spec_dir = self
+            .path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
         let locations = &self.locations;
         for field in &mut self.fields {
             let (name, dtype) = (field.name.clone(), field.dtype);
@@ -285,15 +322,8 @@ impl Spec {
                     continue;
                 }
                 let key = format!("fields.{name}.transform.tokenize.file");
-                let path = spec_dir.join(&tok.file);
-                tok.load(&path)
+                tok.load(&spec_dir.join(&tok.file))
                     .map_err(|e| locations.error(&key, format!("tokenize: {e}")))?;
-                if let Some(chat) = &tok.chat_template {
-                    let key = format!("fields.{name}.transform.tokenize.chat_template");
-                    let path = spec_dir.join(&chat.file);
-                    tok.load_chat(&path)
-                        .map_err(|e| locations.error(&key, format!("tokenize: {e}")))?;
-                }
                 let max_id = tok.loaded.as_ref().map_or(0, |t| t.max_id());
                 if u128::from(max_id) > transforms::int_max(dtype) {
                     return Err(locations.error(
@@ -309,6 +339,23 @@ impl Spec {
             }
         }
         Ok(())
+    }
+
+    /// Whether a field has a `tokenize` step.
+    pub fn has_tokenizers(&self) -> bool {
+        self.fields.iter().any(|f| {
+            f.transforms
+                .iter()
+                .any(|t| matches!(t, Transform::Tokenize(_)))
+        })
+    }
+
+    /// The spec with its tokenizers parsed ([`Spec::load_tokenizers`]); the
+    /// spec itself when it has none to parse.
+    pub fn with_tokenizers(&self) -> Result<Spec, SpecError> {
+        let mut spec = self.clone();
+        spec.load_tokenizers()?;
+        Ok(spec)
     }
 
     /// The spec's meaning as JSON, for hashing: defaults filled in, keys in

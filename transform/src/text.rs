@@ -117,6 +117,26 @@ impl Tokenize {
 
     /// As [`Tokenize::load`], from the file's bytes; `name` names it in errors.
     pub fn load_bytes(&mut self, bytes: &[u8], name: &str) -> Result<(), String> {
+        self.identify_bytes(bytes, name)?;
+        let tokenizer = Tokenizer::from_bytes(bytes, self).map_err(|e| format!("{name}: {e}"))?;
+        self.loaded = Some(Arc::new(tokenizer));
+        Ok(())
+    }
+
+    /// Reads the tokenizer file at `path` and records what the step's
+    /// meaning holds of it, its blake3 and the library, without parsing it
+    /// (a large tokenizer file takes a few tenths of a second to parse, and
+    /// a build whose artifact is cached needs only the hash).
+    /// [`Tokenize::load`] parses it.
+    pub fn identify(&mut self, path: &Path) -> Result<(), String> {
+        let bytes = std::fs::read(path)
+            .map_err(|e| format!("cannot read the tokenizer file {}: {e}", path.display()))?;
+        self.identify_bytes(&bytes, &path.display().to_string())
+    }
+
+    /// Records the blake3 of `bytes` and the library; an error when the
+    /// step already has another blake3 (an artifact built with another file).
+    fn identify_bytes(&mut self, bytes: &[u8], name: &str) -> Result<(), String> {
         let hash = blake3::hash(bytes).to_hex().to_string();
         if let Some(expected) = &self.blake3
             && *expected != hash
@@ -125,7 +145,6 @@ impl Tokenize {
                 "the tokenizer file {name} has blake3 {hash}, the artifact was built with {expected}"
             ));
         }
-        let tokenizer = Tokenizer::from_bytes(bytes, self).map_err(|e| format!("{name}: {e}"))?;
         self.blake3 = Some(hash);
         self.library = if self.encoding.is_some() {
             crate::ranks::TIKTOKEN_LIBRARY
@@ -133,7 +152,6 @@ impl Tokenize {
             TOKENIZERS_LIBRARY
         }
         .to_string();
-        self.loaded = Some(Arc::new(tokenizer));
         Ok(())
     }
 
