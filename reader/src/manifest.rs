@@ -13,9 +13,11 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 mod sections;
-pub use sections::{
-    BuildRecord, InlineVocab, PackRecord, PlanDecision, QueryColumn, ScanMetrics, StatsEntry,
-    VOCAB_INLINE, VocabEntry, parse_vocab_line, vocab_file_name, vocab_line,
+mod stats;
+pub use sections::{BuildRecord, PackRecord, PlanDecision, QueryColumn, ScanMetrics};
+pub use stats::{
+    InlineVocab, StatsEntry, VOCAB_INLINE, VocabEntry, parse_vocab_line, vocab_file_name,
+    vocab_line,
 };
 
 /// The value of the manifest's `format` key.

@@ -1,7 +1,6 @@
 use super::*;
 use serde_json::json;
 use std::fs::{File, FileTimes};
-use std::io::Write;
 
 fn write(path: &Path, bytes: &[u8]) {
     if let Some(dir) = path.parent() {
@@ -341,97 +340,5 @@ fn manifest_inputs_hold_what_was_hashed() {
     assert_eq!(
         manifest_inputs(&[f]),
         json!([{"source": "s", "path": "x", "bytes": 3, "blake3": "ab"}])
-    );
-}
-
-/// Prints the cost of fingerprinting 2 GiB cold (hashing) and warm (stat
-/// cache, plus the rest of a cache hit: artifact hash and lookup), as 16
-/// files of 128 MiB and as 4096 files of 512 KiB.
-/// `cargo test --release -- --ignored --nocapture measure_`; set
-/// `TESSERA_BENCH_DIR` to choose the disk (default: the current directory).
-#[test]
-#[ignore]
-fn measure_fingerprint_2gib() {
-    for (files, size) in [(16usize, 128usize << 20), (4096, 512 << 10)] {
-        measure(files, size);
-    }
-}
-
-fn measure(files: usize, size: usize) {
-    use crate::cache::Cache;
-    use std::time::Instant;
-    let dir =
-        tempfile::tempdir_in(std::env::var_os("TESSERA_BENCH_DIR").unwrap_or(".".into())).unwrap();
-    let chunk: Vec<u8> = (0..size as u32 / 4).flat_map(|i| i.to_le_bytes()).collect();
-    let paths: Vec<PathBuf> = (0..files)
-        .map(|i| dir.path().join(format!("p{i:05}.bin")))
-        .collect();
-    for (i, p) in paths.iter().enumerate() {
-        let mut f = File::create(p).unwrap();
-        f.write_all(&(i as u32).to_le_bytes()).unwrap();
-        f.write_all(&chunk[4..]).unwrap();
-    }
-    let gib = (files * size) as f64 / f64::from(1u32 << 30);
-    println!("--- {files} files x {} KiB = {gib:.2} GiB", size >> 10);
-    let src = [SourceFiles {
-        source: "s".into(),
-        root: dir.path().to_path_buf(),
-        files: paths,
-        hash_bytes: false,
-    }];
-    for drop_first in [false, true] {
-        if drop_first && fs::write("/proc/sys/vm/drop_caches", b"3").is_err() {
-            println!("(cannot drop the page cache here)");
-            continue;
-        }
-        let t = Instant::now();
-        let got = fingerprint_inputs(&src, &mut StatCache::in_memory()).unwrap();
-        let s = t.elapsed().as_secs_f64();
-        assert!(got.iter().all(|f| !f.from_stat_cache));
-        let label = if drop_first {
-            "from disk (page cache dropped)"
-        } else {
-            "from page cache"
-        };
-        println!("cold hashing {label}: {s:.3} s = {:.2} GiB/s", gib / s);
-    }
-
-    let cache = Cache::new(dir.path().join("cache"));
-    let mut stat = cache.load_stat_cache();
-    stat.set_racy_window(Duration::ZERO);
-    let inputs = fingerprint_inputs(&src, &mut stat).unwrap();
-    stat.save().unwrap();
-    let spec = serde_json::json!({"version": 1});
-    let hash = artifact_hash(&spec, &inputs, 1, 1);
-    let lock = cache.lock(&hash).unwrap();
-    let staging = lock.stage().unwrap();
-    let layout = tessera_reader::RecordLayout::packed(&[tessera_reader::FieldSpec::new(
-        "x",
-        tessera_reader::DType::U32,
-        &[],
-    )])
-    .unwrap();
-    let mut w = tessera_reader::ShardSetWriter::new(staging.path(), layout, 1 << 20).unwrap();
-    w.begin_split("train").unwrap();
-    w.write_records(&[0u8; 400]).unwrap();
-    let m = w.finish_with(|m| m.artifact_hash = hash.clone()).unwrap();
-    staging.publish(&m).unwrap();
-    drop(lock);
-
-    let t = Instant::now();
-    let mut stat = cache.load_stat_cache();
-    let t_load = t.elapsed();
-    let got = fingerprint_inputs(&src, &mut stat).unwrap();
-    let t_fp = t.elapsed();
-    stat.save().unwrap();
-    let h = artifact_hash(&spec, &got, 1, 1);
-    let hit = cache.lookup(&h).unwrap();
-    let total = t.elapsed();
-    assert!(got.iter().all(|f| f.from_stat_cache));
-    assert!(hit.is_some());
-    println!(
-        "cache hit: load stat cache {t_load:?}, fingerprint {:?}, hash + lookup {:?}; total {total:?}",
-        t_fp - t_load,
-        total - t_fp
     );
 }
