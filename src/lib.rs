@@ -35,6 +35,7 @@ pub mod plan;
 pub mod progress;
 pub mod push;
 pub mod remote_input;
+pub mod resources;
 pub mod serve;
 pub mod serve_bench;
 pub mod spec;

@@ -4,12 +4,12 @@
 //! vocabularies written to files beside it).
 
 use super::pipeline::{MemoryOutputs, Pipeline};
-use super::resources::batch_rows;
 use super::{BuildError, check_not_empty, layout_of, split_names};
 use crate::accumulators::{FrozenStats, SEMANTICS_VERSION};
 use crate::fingerprint;
 use crate::plan::{Decision, EncodeOutput, OutputBudget, PlanOptions, Planner, ScanMetrics};
 use crate::progress::Progress;
+use crate::resources::batch_rows;
 use crate::spec::Spec;
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -14,15 +14,14 @@ mod errors;
 mod frozen_file;
 mod job;
 mod pipeline;
-mod resources;
 mod tasks;
 mod work_store;
 
 pub use crate::error::BuildError;
-pub use dag::{Task, TaskKind};
-pub use resources::{
+pub use crate::resources::{
     BATCH_ROWS, default_memory_limit, exit_cleanly_on_abort, fit_address_space, free_bytes,
 };
+pub use dag::{Task, TaskKind};
 pub use tasks::{BuildPlan, PLAN_FORMAT, commit, plan, run_task, run_tasks};
 pub use tessera_reader::VOCAB_INLINE;
 

@@ -13,7 +13,6 @@
 use super::dag::{self, Task, TaskKind};
 use super::job::Commit;
 use super::pipeline::{Frozen, GlobalOutput, Outputs, Pipeline, ShardDir, io};
-use super::resources::batch_rows;
 use super::work_store::{self, WorkStore};
 use super::{BuildError, BuildOptions, BuildReport, Prepared, layout_of, prepare};
 use crate::plan::stages::ShuffleDir;
@@ -22,6 +21,7 @@ use crate::plan::{
     Chunk, Decision, EncodeOutput, OutputBudget, PlanOptions, Planner, ScanMetrics, Staged,
     StatsPartial,
 };
+use crate::resources::batch_rows;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -180,7 +180,7 @@ pub fn plan(
     };
     let memory_limit = opts
         .memory_limit
-        .unwrap_or_else(super::resources::default_memory_limit);
+        .unwrap_or_else(crate::resources::default_memory_limit);
     let threads = opts
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))

@@ -35,7 +35,7 @@ impl SqlEngine for DataFusionEngine {
         let ctx = exec::session(&SessionOptions {
             partitions: 1,
             batch_rows: input.num_rows().max(1),
-            memory_limit: crate::build::default_memory_limit(),
+            memory_limit: crate::resources::default_memory_limit(),
             spill_dir: None,
             chunked: None,
             dynamic_filters: true,

@@ -129,7 +129,7 @@ pub fn run_tasks(plan_path: &Path, ids: &[String]) -> Result<(), BuildError> {
     }
     let (spec, _) = load(&plan)?;
     let layout = layout_of(&spec)?;
-    let free = super::super::resources::free_bytes(&plan.work_dir);
+    let free = crate::resources::free_bytes(&plan.work_dir);
     let budget = OutputBudget::new(
         free / 2,
         format!(

@@ -1,5 +1,6 @@
-//! How much a build may take: rows per batch for a record size, the memory
-//! limit by default, the free disk space.
+//! How much a build may take of the machine: rows per batch for a record
+//! size, the memory limit by default, the free disk space. The planner and
+//! the build driver both read it (it sits beside them, not in either).
 
 use std::path::Path;
 
@@ -11,7 +12,7 @@ pub const BATCH_ROWS: usize = 8192;
 const BATCH_BYTES: u64 = 64 << 20;
 
 /// Rows per batch for records of `stride` bytes.
-pub(super) fn batch_rows(stride: u64) -> usize {
+pub(crate) fn batch_rows(stride: u64) -> usize {
     (BATCH_BYTES / stride.max(1)).clamp(1, BATCH_ROWS as u64) as usize
 }
 
