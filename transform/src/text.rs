@@ -193,6 +193,23 @@ impl Tokenize {
     }
 }
 
+/// The largest id `inner` gives, without copying its vocabulary (which
+/// takes tens of milliseconds for 128,000 tokens): a model whose `n` ids
+/// are `0..n` has `n - 1` as its largest; any other model is searched.
+fn largest_id(inner: &Inner) -> Option<u32> {
+    use tokenizers::Model;
+    let model = inner.get_model();
+    let n = u32::try_from(model.get_vocab_size()).ok()?;
+    let dense = (0..n).all(|id| model.id_to_token(id).is_some());
+    let model_max = if dense {
+        n.checked_sub(1)
+    } else {
+        model.get_vocab().values().copied().max()
+    };
+    let added_max = inner.get_added_tokens_decoder().keys().copied().max();
+    model_max.max(added_max)
+}
+
 /// Pieces remembered per thread before the cache starts over: about 30 MB
 /// of short strings and their ids, more distinct pieces than most corpora
 /// have.
@@ -281,12 +298,7 @@ impl Tokenizer {
         } else {
             (bos, eos)
         };
-        let max_id = inner
-            .get_vocab(true)
-            .values()
-            .copied()
-            .max()
-            .ok_or("the tokenizer's vocabulary is empty")?;
+        let max_id = largest_id(&inner).ok_or("the tokenizer's vocabulary is empty")?;
         // BPE dropout samples merges: the same piece can give other ids.
         let dropout = match inner.get_model() {
             tokenizers::ModelWrapper::BPE(bpe) => bpe.dropout.is_some_and(|d| d > 0.0),
@@ -584,6 +596,42 @@ mod tests {
         assert_eq!(truncate_utf8(s, 2), "a");
         assert_eq!(truncate_utf8(s, 1), "a");
         assert_eq!(truncate_utf8(s, 0), "");
+    }
+
+    /// A word-level tokenizer file with `vocab` and `added` tokens.
+    fn word_level(vocab: &str, added: &str) -> Vec<u8> {
+        format!(
+            r#"{{"version":"1.0","truncation":null,"padding":null,"added_tokens":[{added}],
+            "normalizer":null,"pre_tokenizer":{{"type":"Whitespace"}},"post_processor":null,
+            "decoder":null,"model":{{"type":"WordLevel","vocab":{{{vocab}}},"unk_token":"a"}}}}"#
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn the_largest_id_is_the_largest_of_the_whole_vocabulary() {
+        let added = r#"{"id":9,"content":"<x>","single_word":false,"lstrip":false,"rstrip":false,"normalized":false,"special":true}"#;
+        for (vocab, added, want) in [
+            // Dense ids: the last one.
+            (r#""a":0,"b":1,"c":2"#, "", 2),
+            // Sparse ids: found by searching, not taken from the count.
+            (r#""a":0,"b":7,"c":2"#, "", 7),
+            (r#""a":0,"b":1,"c":3"#, "", 3),
+            // An added token: the library numbers it after the model's
+            // count of ids (2 here), whatever the file says.
+            (r#""a":0,"b":1"#, added, 2),
+            (r#""a":0,"b":5"#, added, 5),
+        ] {
+            let bytes = word_level(vocab, added);
+            let got = Tokenizer::from_bytes(&bytes, &Tokenize::default())
+                .expect("tokenizer")
+                .max_id();
+            // The library's own answer, from a copy of its whole vocabulary.
+            let lib = Inner::from_bytes(&bytes).expect("library");
+            let all = lib.get_vocab(true).values().copied().max();
+            assert_eq!(Some(got), all, "{vocab} + [{added}]");
+            assert_eq!(got, want, "{vocab} + [{added}]");
+        }
     }
 
     #[test]
