@@ -52,7 +52,7 @@ def render(rows: list[dict], info: dict) -> str:
         f"{info['threads']} reader threads for tessera.",
         "- An epoch is a shuffled pass over the train split including everything it needs "
         "(for the pyarrow methods: read, filter, transform, to NumPy). Sequential samples/s comes "
-        "from one extra in-order pass; shuffled samples/s is rows / epoch-2 time.",
+        "from extra in-order passes (the median of 3 to 7, as many as fit in 3 s); shuffled samples/s is rows / epoch-2 time.",
         "- Peak RSS: of the process running the epochs (mapped file pages it touched count too); "
         "preparation measured separately. Ratios in parentheses are the method's figure divided "
         "by tessera's (d): above 1 means more time or memory, below 1 means fewer samples/s.",
