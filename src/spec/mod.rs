@@ -250,7 +250,7 @@ impl Spec {
         for source in &mut self.sources {
             files::resolve_source(source, &spec_dir, &self.locations)?;
         }
-        self.identify_tokenizers(&spec_dir)?;
+        self.identify_tokenizers()?;
         self.resolve_image_bases(&spec_dir);
         Ok(())
     }
@@ -270,15 +270,25 @@ impl Spec {
         }
     }
 
-    /// Reads each `tokenize` step's file (relative to the spec's folder) for
-    /// its blake3, which joins the canonical form, and compiles its chat
-    /// template. The tokenizer itself is parsed by
-    /// [`Spec::load_tokenizers`], which a build calls once it knows it has
-    /// work to do: a cache hit never pays for the parse.
-    fn identify_tokenizers(&mut self, spec_dir: &Path) -> Result<(), SpecError> {
-        let locations = &self.locations;
+    /// Calls `f` with each `tokenize` step whose file is not parsed yet,
+    /// the spec's folder, the spec key of the step, its field's name and
+    /// dtype, and where keys are (for errors).
+    fn each_unparsed_tokenizer(
+        &mut self,
+        mut f: impl FnMut(
+            &mut tessera_transform::text::Tokenize,
+            &Path,
+            &str,
+            (&str, tessera_reader::DType),
+            &SpecLocations,
+        ) -> Result<(), SpecError>,
+    ) -> Result<(), SpecError> {
+        let spec_dir = self
+            .path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
         for field in &mut self.fields {
-            let name = field.name.clone();
             for step in &mut field.transforms {
                 let Transform::Tokenize(tok) = step else {
                     continue;
@@ -286,18 +296,37 @@ impl Spec {
                 if tok.loaded.is_some() {
                     continue;
                 }
-                let key = format!("fields.{name}.transform.tokenize.file");
-                tok.identify(&spec_dir.join(&tok.file))
-                    .map_err(|e| locations.error(&key, format!("tokenize: {e}")))?;
-                if let Some(chat) = &tok.chat_template {
-                    let key = format!("fields.{name}.transform.tokenize.chat_template");
-                    let path = spec_dir.join(&chat.file);
-                    tok.load_chat(&path)
-                        .map_err(|e| locations.error(&key, format!("tokenize: {e}")))?;
-                }
+                let key = format!("fields.{}.transform.tokenize", field.name);
+                f(
+                    tok,
+                    &spec_dir,
+                    &key,
+                    (&field.name, field.dtype),
+                    &self.locations,
+                )?;
             }
         }
         Ok(())
+    }
+
+    /// Reads each `tokenize` step's file (relative to the spec's folder) for
+    /// its blake3, which joins the canonical form, and compiles its chat
+    /// template. The tokenizer itself is parsed by
+    /// [`Spec::load_tokenizers`], which a build calls once it knows it has
+    /// work to do: a cache hit never pays for the parse.
+    fn identify_tokenizers(&mut self) -> Result<(), SpecError> {
+        self.each_unparsed_tokenizer(|tok, dir, key, _, locations| {
+            let at = |part: &str, e: String| {
+                locations.error(&format!("{key}.{part}"), format!("tokenize: {e}"))
+            };
+            tok.identify(&dir.join(&tok.file))
+                .map_err(|e| at("file", e))?;
+            if let Some(chat) = &tok.chat_template {
+                let path = dir.join(&chat.file);
+                tok.load_chat(&path).map_err(|e| at("chat_template", e))?;
+            }
+            Ok(())
+        })
     }
 
     /// Parses each `tokenize` step's file, checking it is the file the
@@ -306,39 +335,23 @@ impl Spec {
     /// and explaining a spec with `tokenize` steps need it; hashing one
     /// does not.
     pub fn load_tokenizers(&mut self) -> Result<(), SpecError> {
-        let spec_dir = self
-            .path
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        let locations = &self.locations;
-        for field in &mut self.fields {
-            let (name, dtype) = (field.name.clone(), field.dtype);
-            for step in &mut field.transforms {
-                let Transform::Tokenize(tok) = step else {
-                    continue;
-                };
-                if tok.loaded.is_some() {
-                    continue;
-                }
-                let key = format!("fields.{name}.transform.tokenize.file");
-                tok.load(&spec_dir.join(&tok.file))
-                    .map_err(|e| locations.error(&key, format!("tokenize: {e}")))?;
-                let max_id = tok.loaded.as_ref().map_or(0, |t| t.max_id());
-                if u128::from(max_id) > transforms::int_max(dtype) {
-                    return Err(locations.error(
-                        &format!("fields.{name}.dtype"),
-                        format!(
-                            "the tokenizer {} gives ids up to {max_id}, which do not fit dtype \
-                             {dtype} (largest {}); use u32, i32 or i64",
-                            tok.file,
-                            transforms::int_max(dtype)
-                        ),
-                    ));
-                }
+        self.each_unparsed_tokenizer(|tok, dir, key, (name, dtype), locations| {
+            tok.load(&dir.join(&tok.file))
+                .map_err(|e| locations.error(&format!("{key}.file"), format!("tokenize: {e}")))?;
+            let max_id = tok.loaded.as_ref().map_or(0, |t| t.max_id());
+            if u128::from(max_id) > transforms::int_max(dtype) {
+                return Err(locations.error(
+                    &format!("fields.{name}.dtype"),
+                    format!(
+                        "the tokenizer {} gives ids up to {max_id}, which do not fit dtype \
+                         {dtype} (largest {}); use u32, i32 or i64",
+                        tok.file,
+                        transforms::int_max(dtype)
+                    ),
+                ));
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Whether a field has a `tokenize` step.

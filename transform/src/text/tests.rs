@@ -1,0 +1,60 @@
+//! Tests of the tokenize step and the tokenizer.
+
+use super::*;
+
+#[test]
+fn truncation_never_splits_a_character() {
+    // "é" is 2 bytes, "€" 3, "😀" 4.
+    let s = "aé€😀";
+    assert_eq!(truncate_utf8(s, 100), s);
+    assert_eq!(truncate_utf8(s, 10), s);
+    assert_eq!(truncate_utf8(s, 9), "aé€");
+    assert_eq!(truncate_utf8(s, 7), "aé€");
+    assert_eq!(truncate_utf8(s, 6), "aé€");
+    assert_eq!(truncate_utf8(s, 5), "aé");
+    assert_eq!(truncate_utf8(s, 3), "aé");
+    assert_eq!(truncate_utf8(s, 2), "a");
+    assert_eq!(truncate_utf8(s, 1), "a");
+    assert_eq!(truncate_utf8(s, 0), "");
+}
+
+/// A word-level tokenizer file with `vocab` and `added` tokens.
+fn word_level(vocab: &str, added: &str) -> Vec<u8> {
+    format!(
+        r#"{{"version":"1.0","truncation":null,"padding":null,"added_tokens":[{added}],
+        "normalizer":null,"pre_tokenizer":{{"type":"Whitespace"}},"post_processor":null,
+        "decoder":null,"model":{{"type":"WordLevel","vocab":{{{vocab}}},"unk_token":"a"}}}}"#
+    )
+    .into_bytes()
+}
+
+#[test]
+fn the_largest_id_is_the_largest_of_the_whole_vocabulary() {
+    let added = r#"{"id":9,"content":"<x>","single_word":false,"lstrip":false,"rstrip":false,"normalized":false,"special":true}"#;
+    for (vocab, added, want) in [
+        // Dense ids: the last one.
+        (r#""a":0,"b":1,"c":2"#, "", 2),
+        // Sparse ids: found by searching, not taken from the count.
+        (r#""a":0,"b":7,"c":2"#, "", 7),
+        (r#""a":0,"b":1,"c":3"#, "", 3),
+        // An added token: the library numbers it after the model's
+        // count of ids (2 here), whatever the file says.
+        (r#""a":0,"b":1"#, added, 2),
+        (r#""a":0,"b":5"#, added, 5),
+    ] {
+        let bytes = word_level(vocab, added);
+        let got = Tokenizer::from_bytes(&bytes, &Tokenize::default())
+            .expect("tokenizer")
+            .max_id();
+        // The library's own answer, from a copy of its whole vocabulary.
+        let lib = Inner::from_bytes(&bytes).expect("library");
+        let all = lib.get_vocab(true).values().copied().max();
+        assert_eq!(Some(got), all, "{vocab} + [{added}]");
+        assert_eq!(got, want, "{vocab} + [{added}]");
+    }
+}
+
+#[test]
+fn the_lock_file_has_the_recorded_library_version() {
+    crate::test_support::assert_locked(TOKENIZERS_LIBRARY);
+}
