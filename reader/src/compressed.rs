@@ -8,9 +8,9 @@
 //! several threads; the file is still a plain zstd stream, so `zstd -d` turns
 //! it back into the shard. Parsing works on byte slices, without I/O.
 
-#[cfg(feature = "zstd")]
 use crate::error::{Error, Result};
 use crate::header::HEADER_LEN;
+#[cfg(feature = "zstd")]
 use crate::manifest::{Compression, ShardInfo};
 #[cfg(feature = "zstd")]
 use std::io::Write;
