@@ -363,8 +363,9 @@ impl Spec {
         })
     }
 
-    /// The spec with its tokenizers parsed ([`Spec::load_tokenizers`]); the
-    /// spec itself when it has none to parse.
+    /// A copy of the spec with its tokenizers parsed
+    /// ([`Spec::load_tokenizers`]); the hashed spec stays as it is for the
+    /// cache-hit path.
     pub fn with_tokenizers(&self) -> Result<Spec, SpecError> {
         let mut spec = self.clone();
         spec.load_tokenizers()?;

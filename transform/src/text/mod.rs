@@ -51,7 +51,8 @@ pub struct Tokenize {
     /// Run the tokenizer file's own post-processor (its template of special
     /// tokens, e.g. `[CLS] ... [SEP]`); default `false`.
     pub add_special_tokens: bool,
-    /// The loaded tokenizer, once the file has been read.
+    /// The parsed tokenizer, once [`Tokenize::load`] has run (a spec that
+    /// is only hashed has the blake3 and not this).
     pub loaded: Option<Arc<Tokenizer>>,
     /// A tiktoken rank file's encoding (`cl100k_base`, ...): the file is a
     /// rank file, tokenized with that encoding's pattern and special tokens.
