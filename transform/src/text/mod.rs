@@ -13,6 +13,8 @@ use std::sync::Arc;
 
 use crate::chat::{ChatTemplate, Rendered};
 
+mod load;
+
 /// The tokenizer library and its exact version (pinned in Cargo.toml; a
 /// test checks the lock file agrees). Token ids have changed between
 /// releases, so an artifact records it and the serving path refuses another.
@@ -276,7 +278,7 @@ impl Tokenizer {
         if let Some(encoding) = &step.encoding {
             return Self::from_ranks(bytes, encoding, step);
         }
-        let mut inner = Inner::from_bytes(bytes)
+        let mut inner = load::parse(bytes)
             .map_err(|e| format!("not a tokenizer file that {TOKENIZERS_LIBRARY} reads: {e}"))?;
         inner
             .with_truncation(None)

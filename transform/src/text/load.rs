@@ -1,0 +1,531 @@
+//! Parsing a `tokenizer.json` into the library's tokenizer, faster than the
+//! library's own parse and with the same result.
+//!
+//! The library reads a file's `model` through a `serde_json::Value` (the
+//! model's `type` is a tag that may come anywhere in the object), so a BPE
+//! vocabulary of 128,000 tokens is first built as a tree of JSON values,
+//! then read again into the model, and its merges are buffered once more to
+//! learn which of two forms they take. For DeepSeek-V3's file that is about
+//! 0.2 s of a 0.25 s parse. Here a BPE model is read in one pass straight
+//! into the library's [`BpeBuilder`], and the rest of the file (normalizer,
+//! pre-tokenizer, post-processor, decoder, added tokens) through the
+//! library's own types, assembled as its deserializer assembles them.
+//!
+//! Anything this path does not read exactly as the library would (another
+//! model, a model without its `type`, merges of mixed forms, any error) is
+//! handed to the library's own parse, so a file's errors are the library's.
+
+use std::cell::RefCell;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::Deserializer as _;
+use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use tokenizers::models::bpe::{BPE, BpeBuilder, Vocab};
+use tokenizers::{
+    AddedToken, DecoderWrapper, ModelWrapper, NormalizerWrapper, PaddingParams,
+    PostProcessorWrapper, TokenizerBuilder, TruncationParams,
+};
+
+use super::Inner;
+use crate::pretok::PreTok;
+
+/// Parses `bytes` (a `tokenizer.json`) as the library does. The library
+/// panics on some malformed files (a `continuing_subword_prefix` longer
+/// than a merge's second part slices out of bounds); that is an error here.
+pub(super) fn parse(bytes: &[u8]) -> tokenizers::Result<Inner> {
+    let run = || match fast(bytes) {
+        Ok(inner) => Ok(inner),
+        Err(Refused::Invalid(why)) => Err(why.into()),
+        Err(Refused::AskLibrary(_)) => Inner::from_bytes(bytes),
+    };
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("no message");
+        Err(format!("the tokenizers library failed on this file ({why})").into())
+    })
+}
+
+/// Why the one-pass parse gave no tokenizer.
+#[derive(Debug)]
+pub(super) enum Refused {
+    /// Ask the library (its reading, or its error, is the answer).
+    AskLibrary(String),
+    /// A file the library would not refuse cleanly.
+    Invalid(String),
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            Refused::AskLibrary(why) => write!(f, "left to the library: {why}"),
+            Refused::Invalid(why) => f.write_str(why),
+        }
+    }
+}
+
+/// The one-pass parse.
+pub(super) fn fast(bytes: &[u8]) -> Result<Inner, Refused> {
+    let invalid = RefCell::new(None);
+    let ask = |e: &dyn fmt::Display| Refused::AskLibrary(e.to_string());
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let read = (&mut de).deserialize_map(FileVisitor { invalid: &invalid });
+    if let Some(why) = invalid.take() {
+        return Err(Refused::Invalid(why));
+    }
+    let (builder, tokens) = read.map_err(|e| ask(&e))?;
+    de.end().map_err(|e| ask(&e))?;
+    let mut inner = builder.build().map_err(|e| ask(&e))?;
+    // As the library does: the added tokens are added once the model is
+    // there (an added token that is in the vocabulary keeps its id there).
+    inner.add_tokens(tokens).map_err(|e| ask(&e))?;
+    Ok(inner)
+}
+
+type Builder =
+    TokenizerBuilder<ModelWrapper, NormalizerWrapper, PreTok, PostProcessorWrapper, DecoderWrapper>;
+
+/// An entry of `added_tokens`: the id is the file's claim, which the
+/// library checks only to warn; the vocabulary decides.
+#[derive(Deserialize)]
+struct AddedWithId {
+    #[allow(dead_code)]
+    id: u32,
+    #[serde(flatten)]
+    token: AddedToken,
+}
+
+struct FileVisitor<'a> {
+    invalid: &'a RefCell<Option<String>>,
+}
+
+impl<'de> Visitor<'de> for FileVisitor<'_> {
+    type Value = (Builder, Vec<AddedToken>);
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a tokenizer.json object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut builder = Builder::new();
+        let mut tokens: Vec<AddedWithId> = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "version" => {
+                    let v: String = map.next_value()?;
+                    if v != "1.0" {
+                        return Err(A::Error::custom(format!("version {v}")));
+                    }
+                }
+                "truncation" => {
+                    builder = builder.with_truncation(map.next_value::<Option<TruncationParams>>()?)
+                }
+                "padding" => {
+                    builder = builder.with_padding(map.next_value::<Option<PaddingParams>>()?)
+                }
+                "added_tokens" => tokens = map.next_value()?,
+                "normalizer" => builder = builder.with_normalizer(map.next_value()?),
+                "pre_tokenizer" => builder = builder.with_pre_tokenizer(map.next_value()?),
+                "model" => {
+                    let bpe = map.next_value_seed(BpeSeed {
+                        invalid: self.invalid,
+                    })?;
+                    builder = builder.with_model(ModelWrapper::BPE(bpe));
+                }
+                "decoder" => builder = builder.with_decoder(map.next_value()?),
+                "post_processor" => builder = builder.with_post_processor(map.next_value()?),
+                // The library reads no value for a key it does not know,
+                // so the file is an error there.
+                other => return Err(A::Error::custom(format!("the key {other}"))),
+            }
+        }
+        Ok((builder, tokens.into_iter().map(|t| t.token).collect()))
+    }
+}
+
+/// A `model` object of `"type": "BPE"`, read into the library's builder
+/// with the library's meaning of each key.
+struct BpeSeed<'a> {
+    /// Set when the file is one the library would fail on unsafely.
+    invalid: &'a RefCell<Option<String>>,
+}
+
+impl<'de> DeserializeSeed<'de> for BpeSeed<'_> {
+    type Value = BPE;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<BPE, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for BpeSeed<'_> {
+    type Value = BPE;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a BPE model object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<BPE, A::Error> {
+        let mut builder = BpeBuilder::new();
+        let mut typed = false;
+        let mut vocab: Option<Vocab> = None;
+        let mut merges: Option<Merges> = None;
+        let mut prefix: Option<String> = None;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "type" => {
+                    let t: String = map.next_value()?;
+                    if t != "BPE" {
+                        return Err(A::Error::custom(format!("a {t} model")));
+                    }
+                    typed = true;
+                }
+                "dropout" => {
+                    if let Some(p) = map.next_value::<Option<f32>>()? {
+                        builder = builder.dropout(p);
+                    }
+                }
+                "unk_token" => {
+                    if let Some(s) = map.next_value::<Option<String>>()? {
+                        builder = builder.unk_token(s);
+                    }
+                }
+                "continuing_subword_prefix" => {
+                    prefix = map.next_value::<Option<String>>()?;
+                    if let Some(s) = &prefix {
+                        builder = builder.continuing_subword_prefix(s.clone());
+                    }
+                }
+                "end_of_word_suffix" => {
+                    if let Some(s) = map.next_value::<Option<String>>()? {
+                        builder = builder.end_of_word_suffix(s);
+                    }
+                }
+                "fuse_unk" => {
+                    if let Some(b) = map.next_value::<Option<bool>>()? {
+                        builder = builder.fuse_unk(b);
+                    }
+                }
+                "byte_fallback" => {
+                    if let Some(b) = map.next_value::<Option<bool>>()? {
+                        builder = builder.byte_fallback(b);
+                    }
+                }
+                "ignore_merges" => {
+                    if let Some(b) = map.next_value::<Option<bool>>()? {
+                        builder = builder.ignore_merges(b);
+                    }
+                }
+                "vocab" => vocab = Some(map.next_value()?),
+                "merges" => merges = Some(map.next_value()?),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        // Without its `type` the library tries each kind of model in turn.
+        if !typed {
+            return Err(A::Error::custom("a model without its type"));
+        }
+        let (Some(vocab), Some(merges)) = (vocab, merges) else {
+            return Err(A::Error::custom("missing vocab or merges"));
+        };
+        // The library cuts the prefix off each merge's second part without
+        // looking (a part without it panics or splits a character there).
+        if let Some(prefix) = &prefix
+            && let Some((a, b)) = merges
+                .0
+                .iter()
+                .find(|(_, b)| !b.starts_with(prefix.as_str()))
+        {
+            self.invalid.replace(Some(format!(
+                "the merge \"{a} {b}\" does not have the model's continuing_subword_prefix {prefix:?} on its second part"
+            )));
+            return Err(A::Error::custom("invalid merges"));
+        }
+        builder
+            .vocab_and_merges(vocab, merges.0)
+            .build()
+            .map_err(A::Error::custom)
+    }
+}
+
+/// The merges, in either of the library's forms: all `"a b"` strings (the
+/// legacy form, `#version` lines left out) or all `["a", "b"]` pairs.
+struct Merges(Vec<(String, String)>);
+
+impl<'de> Deserialize<'de> for Merges {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Merges, D::Error> {
+        d.deserialize_seq(MergesVisitor)
+    }
+}
+
+struct MergesVisitor;
+
+impl<'de> Visitor<'de> for MergesVisitor {
+    type Value = Merges;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of merges")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Merges, A::Error> {
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        let mut legacy = None;
+        while let Some(item) = seq.next_element::<Merge>()? {
+            let is_legacy = matches!(item, Merge::Legacy(_));
+            if *legacy.get_or_insert(is_legacy) != is_legacy {
+                return Err(A::Error::custom("merges of both forms"));
+            }
+            match item {
+                Merge::Pair(a, b) => out.push((a, b)),
+                Merge::Legacy(None) => {}
+                Merge::Legacy(Some(pair)) => out.push(pair),
+            }
+        }
+        Ok(Merges(out))
+    }
+}
+
+/// One merge: a pair, or a legacy line (`None` for a `#version` line).
+enum Merge {
+    Pair(String, String),
+    Legacy(Option<(String, String)>),
+}
+
+impl<'de> Deserialize<'de> for Merge {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Merge, D::Error> {
+        d.deserialize_any(MergeVisitor)
+    }
+}
+
+struct MergeVisitor;
+
+impl<'de> Visitor<'de> for MergeVisitor {
+    type Value = Merge;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a merge")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, line: &str) -> Result<Merge, E> {
+        if line.starts_with("#version") {
+            return Ok(Merge::Legacy(None));
+        }
+        let mut parts = line.split(' ');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some(a), Some(b), None) => Ok(Merge::Legacy(Some((a.to_string(), b.to_string())))),
+            _ => Err(E::custom("a merge line without exactly two parts")),
+        }
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Merge, A::Error> {
+        let a: String = seq
+            .next_element()?
+            .ok_or_else(|| A::Error::custom("a merge pair without parts"))?;
+        let b: String = seq
+            .next_element()?
+            .ok_or_else(|| A::Error::custom("a merge pair of one part"))?;
+        if seq.next_element::<IgnoredAny>()?.is_some() {
+            return Err(A::Error::custom("a merge of more than two parts"));
+        }
+        Ok(Merge::Pair(a, b))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the two parses must agree on, as JSON: the model (its vocab,
+    /// merges and options), the normalizer, pre-tokenizer kind,
+    /// post-processor, decoder, truncation, padding and added tokens.
+    fn summary(t: &Inner) -> serde_json::Value {
+        let mut added: Vec<_> = t.get_added_tokens_decoder().into_iter().collect();
+        added.sort_by_key(|(id, _)| *id);
+        serde_json::json!({
+            "model": t.get_model(),
+            "normalizer": t.get_normalizer(),
+            "post_processor": t.get_post_processor(),
+            "decoder": t.get_decoder(),
+            "pre_tokenizer": t.get_pre_tokenizer().map(|p| format!("{p:?}")),
+            "truncation": t.get_truncation().map(|p| format!("{p:?}")),
+            "padding": t.get_padding().map(|p| format!("{p:?}")),
+            "added": added,
+        })
+    }
+
+    fn assert_same(bytes: &[u8], texts: &[&str], what: &str) {
+        let lib = Inner::from_bytes(bytes).unwrap_or_else(|e| {
+            panic!(
+                "{what}: the library refuses it: {e}\n{}",
+                String::from_utf8_lossy(bytes)
+            )
+        });
+        let fast = fast(bytes).unwrap_or_else(|e| panic!("{what}: the fast parse refused: {e}"));
+        assert_eq!(summary(&fast), summary(&lib), "{what}");
+        for text in texts {
+            let a = fast
+                .encode_fast(*text, false)
+                .expect("fast")
+                .get_ids()
+                .to_vec();
+            let b = lib
+                .encode_fast(*text, false)
+                .expect("library")
+                .get_ids()
+                .to_vec();
+            assert_eq!(a, b, "{what}: {text:?}");
+        }
+    }
+
+    /// A byte-level BPE file: `model` holds the model's keys after its
+    /// vocabulary and merges.
+    fn bpe(merges: &str, model: &str, added: &str, rest: &str) -> Vec<u8> {
+        format!(
+            r#"{{"version":"1.0","added_tokens":[{added}],{rest}
+            "pre_tokenizer":{{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":true}},
+            "model":{{"vocab":{{"a":0,"b":1,"c":2,"ab":3,"abc":4,"Ġ":5,"Ġa":6,"<unk>":7}},
+            "merges":[{merges}]{model}}}}}"#
+        )
+        .into_bytes()
+    }
+
+    const TEXTS: &[&str] = &["abc ab a", "", "c b a abc<x>", "zz ab"];
+
+    #[test]
+    fn the_fast_parse_builds_the_librarys_tokenizer() {
+        let added = r#"{"id":8,"content":"<x>","single_word":false,"lstrip":false,"rstrip":false,"normalized":false,"special":true},
+            {"id":3,"content":"ab","single_word":false,"lstrip":false,"rstrip":false,"normalized":true,"special":false}"#;
+        let legacy = r##""#version: 0.2","a b","ab c","Ġ a""##;
+        let pairs = r#"["a","b"],["ab","c"],["Ġ","a"]"#;
+        let typed = r#","type":"BPE""#;
+        let options = r#","type":"BPE","dropout":null,"unk_token":"<unk>","continuing_subword_prefix":null,
+            "end_of_word_suffix":null,"fuse_unk":true,"byte_fallback":false,"ignore_merges":true,"extra":[1,{"x":2}]"#;
+        let rest = r#""truncation":{"direction":"Right","max_length":8,"strategy":"LongestFirst","stride":0},
+            "padding":null,"normalizer":{"type":"Lowercase"},
+            "post_processor":{"type":"ByteLevel","add_prefix_space":true,"trim_offsets":false,"use_regex":true},
+            "decoder":{"type":"ByteLevel","add_prefix_space":true,"trim_offsets":true,"use_regex":true},"#;
+        for (merges, model, added, rest, what) in [
+            (legacy, typed, "", "", "legacy merges with a #version line"),
+            (pairs, typed, "", "", "merges as pairs"),
+            (pairs, options, added, rest, "every option and part"),
+            ("", typed, "", "", "no merges"),
+        ] {
+            assert_same(&bpe(merges, model, added, rest), TEXTS, what);
+        }
+        let affixes = br###"{"model":{"type":"BPE","unk_token":"<unk>","continuing_subword_prefix":"##",
+            "end_of_word_suffix":"</w>","vocab":{"<unk>":0,"a":1,"##b":2,"ab":3,"b</w>":4,"##b</w>":5,"ab</w>":6},
+            "merges":["a ##b","a ##b</w>"]},"pre_tokenizer":{"type":"Whitespace"}}"###;
+        assert_same(affixes, &["ab ab b a"], "prefix and suffix");
+        // The `type` key first, as most files have it.
+        let first = br#"{"version":"1.0","model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":["a b"]},"added_tokens":[]}"#;
+        assert_same(first, &["abba"], "type first");
+    }
+
+    #[test]
+    fn files_the_fast_parse_does_not_read_go_to_the_library() {
+        let word_piece = br###"{"version":"1.0","model":{"type":"WordPiece","unk_token":"[UNK]","continuing_subword_prefix":"##","max_input_chars_per_word":100,"vocab":{"[UNK]":0,"a":1}}}"###;
+        let untyped = bpe(r#""a b""#, "", "", "");
+        for (bytes, what) in [
+            (&word_piece[..], "a WordPiece model"),
+            (&untyped[..], "a model without its type"),
+        ] {
+            assert!(fast(bytes).is_err(), "{what}");
+            let lib = Inner::from_bytes(bytes).expect("the library parses it");
+            let got = parse(bytes).expect("parse hands it to the library");
+            assert_eq!(summary(&got), summary(&lib), "{what}");
+        }
+        // Errors are the library's own.
+        for (bytes, what) in [
+            (
+                bpe(r#""a b",["ab","c"]"#, r#","type":"BPE""#, "", ""),
+                "merges of both forms",
+            ),
+            (
+                bpe(r#""a b c""#, r#","type":"BPE""#, "", ""),
+                "a merge of three parts",
+            ),
+            (
+                bpe(r#""a zz""#, r#","type":"BPE""#, "", ""),
+                "a merge out of the vocabulary",
+            ),
+            (
+                br#"{"version":"2.0","model":{"type":"BPE","vocab":{},"merges":[]}}"#.to_vec(),
+                "another version",
+            ),
+            (br#"{"version":"1.0"}"#.to_vec(), "no model"),
+            (
+                br#"{"version":"1.0","notes":"x","model":{"type":"BPE","vocab":{},"merges":[]}}"#
+                    .to_vec(),
+                "a key the library does not know",
+            ),
+            (b"{\"version\":\"1.0\",".to_vec(), "cut short"),
+        ] {
+            let lib = Inner::from_bytes(&bytes).err().map(|e| e.to_string());
+            let got = parse(&bytes).err().map(|e| e.to_string());
+            assert!(lib.is_some(), "{what}: the library reads it");
+            assert_eq!(got, lib, "{what}");
+        }
+        // Files the library panics on are errors: a merge without the
+        // prefix (checked before the library sees it), and a panic inside
+        // the library (a file without the model's type takes its path).
+        let bytes = br###"{"model":{"type":"BPE","continuing_subword_prefix":"##","vocab":{"a":0,"b":1},"merges":["a b"]}}"###;
+        let err = parse(bytes)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains(
+                r###"the merge "a b" does not have the model's continuing_subword_prefix "##""###
+            ),
+            "{err}"
+        );
+        let bytes = br###"{"model":{"continuing_subword_prefix":"##","vocab":{"a":0,"b":1},"merges":["a b"]}}"###;
+        let err = parse(bytes)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("the tokenizers library failed on this file ("),
+            "{err}"
+        );
+    }
+
+    /// The real files the Python tests compare ids on (the `litellm`
+    /// package's DeepSeek-V3 and Claude tokenizers, installed by
+    /// scripts/setup.sh --test): the same tokenizer from both parses.
+    #[test]
+    fn real_tokenizer_files_parse_as_the_library_parses_them() {
+        let python = match std::env::var("TESSERA_VENV") {
+            Ok(v) if !v.is_empty() => format!("{v}/bin/python"),
+            _ => concat!(env!("CARGO_MANIFEST_DIR"), "/../.venv/bin/python").to_string(),
+        };
+        let out = std::process::Command::new(&python)
+            .args([
+                "-c",
+                "import importlib.util as u; print(list(u.find_spec('litellm').submodule_search_locations)[0])",
+            ])
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {python} (scripts/setup.sh --test makes it): {e}"));
+        assert!(
+            out.status.success(),
+            "litellm is not installed: scripts/setup.sh --test installs it"
+        );
+        let dir = std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+            .join("litellm_core_utils/tokenizers");
+        let texts = [
+            "Shall I compare thee to a summer's day?",
+            "fn main() {\n    println!(\"{}\", 1);\n}\n\n\n   ",
+            "東京は日本の首都です。😀👩‍💻",
+            "<｜end▁of▁sentence｜><EOT> <|endoftext|>",
+        ];
+        for name in ["deepseek_tokenizer.json", "anthropic_tokenizer.json"] {
+            let bytes = std::fs::read(dir.join(name)).expect("the tokenizer file");
+            assert_same(&bytes, &texts, name);
+        }
+    }
+}
