@@ -221,8 +221,8 @@ const PIECES_MAX: usize = 1 << 18;
 thread_local! {
     /// Per thread: the tokenizer whose pieces are remembered, and each
     /// piece's ids.
-    static PIECES: std::cell::RefCell<(u64, std::collections::HashMap<String, Vec<u32>>)> =
-        std::cell::RefCell::new((0, std::collections::HashMap::new()));
+    static PIECES: std::cell::RefCell<(u64, rustc_hash::FxHashMap<String, Vec<u32>>)> =
+        std::cell::RefCell::new((0, rustc_hash::FxHashMap::default()));
 }
 
 /// The library's tokenizer with the faster pre-tokenizer of
@@ -458,7 +458,7 @@ fn direct_ids(
     inner: &Inner,
     patterns: &[crate::pretok::FastPattern],
     text: &str,
-    cache: &mut std::collections::HashMap<String, Vec<u32>>,
+    cache: &mut rustc_hash::FxHashMap<String, Vec<u32>>,
     mapped: &mut String,
     out: &mut Vec<u32>,
 ) -> tokenizers::Result<()> {
