@@ -111,10 +111,12 @@ fn windows(ds: &Dataset) -> Vec<Win> {
         .collect()
 }
 
-/// Every stored record's bytes, in order.
+/// Every stored record's bytes, in order (whatever the shards).
 fn all_bytes(r: &BuildReport) -> Vec<u8> {
     let ds = Dataset::open(&r.path).expect("open");
-    ds.records(0..ds.len()).expect("records").to_vec()
+    (0..ds.len())
+        .flat_map(|i| ds.records(i..i + 1).expect("record").to_vec())
+        .collect()
 }
 
 /// The pieces of each window: (document, first token index, tokens), from
@@ -271,6 +273,50 @@ fn windows_are_byte_identical_for_any_threads_files_and_chunks() {
             }
         }
     }
+}
+
+#[test]
+fn windows_are_cut_into_shards_of_the_target_size() {
+    // The windows go to shard files on a writer thread: the cut must fall
+    // after the same window whatever the batches it was handed.
+    let docs = corpus(2000);
+    let pack = "pack: { length: 512, algorithm: best_fit, group_docs: 300 }\n";
+    let tmp = tempfile::tempdir().expect("tmp");
+    write(&tmp.path().join("data"), &docs, 3, 200);
+    let one = build_spec(tmp.path(), pack, 2, "8KiB");
+    let ds = Dataset::open(&one.path).expect("open");
+    assert_eq!(
+        ds.manifest().shards.len(),
+        1,
+        "one shard at the default size"
+    );
+    let stride = ds.manifest().layout.stride;
+    // 11 windows and a bit per shard.
+    let target = tessera_reader::HEADER_LEN as u64 + 11 * stride + stride / 2;
+    let tmp2 = tempfile::tempdir().expect("tmp");
+    write(&tmp2.path().join("data"), &docs, 3, 200);
+    let cut = build_spec(
+        tmp2.path(),
+        &format!("{pack}shards: {{ target_bytes: {target} }}\n"),
+        2,
+        "8KiB",
+    );
+    let cut_ds = Dataset::open(&cut.path).expect("open");
+    cut_ds.verify().expect("every shard's hash");
+    let shards = &cut_ds.manifest().shards;
+    assert!(shards.len() > 3, "{} shards", shards.len());
+    let (last, full) = shards.split_last().expect("shards");
+    assert!(
+        full.iter().all(|s| s.rows == 11),
+        "{:?}",
+        shards.iter().map(|s| s.rows).collect::<Vec<_>>()
+    );
+    assert!((1..=11).contains(&last.rows));
+    assert_eq!(
+        all_bytes(&cut),
+        all_bytes(&one),
+        "the same windows, in order"
+    );
 }
 
 #[test]

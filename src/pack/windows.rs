@@ -63,8 +63,17 @@ impl From<tessera_reader::Error> for PackError {
     }
 }
 
+/// Windows sent to the shard writer at a time.
+const BATCH_WINDOWS: usize = 16;
+
 /// Packs the documents of split `split` (`name`), read from `streams` in
 /// order (each in `from`), into shards `{name}-packed-NNNNN.bin` in `dir`.
+///
+/// Packing and encoding the windows run here; writing the shards (the
+/// writes, each shard's fsync and hash) on a second thread, fed windows in
+/// order, so the one overlaps the other. The shards are the same bytes as
+/// one thread would write: the writer starts a new shard after the same
+/// record.
 #[allow(clippy::too_many_arguments)]
 pub fn pack_split(
     opts: &PackOptions,
@@ -75,36 +84,55 @@ pub fn pack_split(
     dir: &Path,
     target_bytes: u64,
 ) -> Result<PackedSplit, PackError> {
-    let io = |e: std::io::Error| PackError::Io(e.to_string());
     let stride = layout.stride as usize;
     let target_rows = (target_bytes.saturating_sub(tessera_reader::HEADER_LEN as u64)
         / layout.stride.max(1))
     .max(1);
     let enc = WindowEncoder::new(opts, layout)?;
-    let mut out = PackedSplit::default();
-    let mut writer: Option<ShardWriter> = None;
-    let mut seq = 0u32;
-    let mut rec = vec![0u8; stride];
-    let mut sink = |w: &Window| -> Result<(), PackError> {
-        rec.fill(0);
-        enc.encode(w, &mut rec)?;
-        let wr = match &mut writer {
-            Some(w) => w,
-            slot @ None => {
-                let file = format!("{name}-packed-{seq:05}.bin");
-                seq += 1;
-                slot.insert(ShardWriter::create(dir, &file, layout)?)
-            }
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+    std::thread::scope(|scope| {
+        let writer = std::thread::Builder::new()
+            .name("tessera-pack-writer".into())
+            .spawn_scoped(scope, move || {
+                write_shards(rx, dir, name, layout, stride, target_rows)
+            })
+            .map_err(|e| PackError::Io(format!("cannot start the shard writer: {e}")))?;
+        let mut out = Batches {
+            tx: Some(tx),
+            batch: Vec::with_capacity(stride * BATCH_WINDOWS),
+            stride,
+            rows: 0,
         };
-        wr.write_records(&rec)?;
-        out.rows += 1;
-        if wr.rows() >= target_rows
-            && let Some(w) = writer.take()
-        {
-            out.shards.push(w.finish()?);
-        }
-        Ok(())
-    };
+        let packed = pack_streams(opts, streams, from, &enc, &mut out);
+        let rows = out.rows;
+        // Hands over the last windows and lets the writer finish.
+        let flushed = out.flush();
+        drop(out);
+        let written = writer
+            .join()
+            .map_err(|_| PackError::Io("the shard writer stopped unexpectedly".into()))?;
+        // A failed write is why a hand-over failed: its error comes first.
+        let shards = written?;
+        let stats = packed?;
+        flushed?;
+        Ok(PackedSplit {
+            shards,
+            rows,
+            stats,
+        })
+    })
+}
+
+/// Reads the streams in order and packs their documents into `out`.
+fn pack_streams(
+    opts: &PackOptions,
+    streams: &[&StreamInfo],
+    from: &Path,
+    enc: &WindowEncoder,
+    out: &mut Batches,
+) -> Result<PackStats, PackError> {
+    let io = |e: std::io::Error| PackError::Io(e.to_string());
+    let mut sink = |w: &Window| out.push(enc, w);
     let mut packer = Packer::new(opts);
     let mut doc = Vec::new();
     let mut train = Vec::new();
@@ -118,11 +146,83 @@ pub fn pack_split(
             }
         }
     }
-    out.stats = packer.finish(&mut sink)?;
-    if let Some(w) = writer.take() {
-        out.shards.push(w.finish()?);
+    packer.finish(&mut sink)
+}
+
+/// Encoded windows on their way to the shard writer.
+struct Batches {
+    tx: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
+    batch: Vec<u8>,
+    stride: usize,
+    rows: u64,
+}
+
+impl Batches {
+    fn push(&mut self, enc: &WindowEncoder, w: &Window) -> Result<(), PackError> {
+        let at = self.batch.len();
+        // Zeroed: the slots a window does not fill are padding.
+        self.batch.resize(at + self.stride, 0);
+        enc.encode(w, &mut self.batch[at..])?;
+        self.rows += 1;
+        if self.batch.len() >= self.stride * BATCH_WINDOWS {
+            self.flush()?;
+        }
+        Ok(())
     }
-    Ok(out)
+
+    fn flush(&mut self) -> Result<(), PackError> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let full = std::mem::replace(
+            &mut self.batch,
+            Vec::with_capacity(self.stride * BATCH_WINDOWS),
+        );
+        let stopped = || PackError::Io("the shard writer stopped".into());
+        self.tx
+            .as_ref()
+            .ok_or_else(stopped)?
+            .send(full)
+            .map_err(|_| stopped())
+    }
+}
+
+/// The writer's side: records in order into shards of `target_rows`
+/// records (the last one shorter), each finished (fsynced, hashed) when
+/// full.
+fn write_shards(
+    rx: std::sync::mpsc::Receiver<Vec<u8>>,
+    dir: &Path,
+    name: &str,
+    layout: &RecordLayout,
+    stride: usize,
+    target_rows: u64,
+) -> Result<Vec<ShardInfo>, PackError> {
+    let mut shards = Vec::new();
+    let mut writer: Option<ShardWriter> = None;
+    let mut seq = 0u32;
+    for batch in rx {
+        for rec in batch.chunks_exact(stride) {
+            let wr = match &mut writer {
+                Some(w) => w,
+                slot @ None => {
+                    let file = format!("{name}-packed-{seq:05}.bin");
+                    seq += 1;
+                    slot.insert(ShardWriter::create(dir, &file, layout)?)
+                }
+            };
+            wr.write_records(rec)?;
+            if wr.rows() >= target_rows
+                && let Some(w) = writer.take()
+            {
+                shards.push(w.finish()?);
+            }
+        }
+    }
+    if let Some(w) = writer.take() {
+        shards.push(w.finish()?);
+    }
+    Ok(shards)
 }
 
 /// Writes a window's fields at their offsets in a record.
@@ -160,14 +260,21 @@ impl WindowEncoder {
     fn encode(&self, w: &Window, rec: &mut [u8]) -> Result<(), PackError> {
         let (off, dtype) = self.tokens;
         let size = dtype.size();
-        for (k, &t) in w.tokens.iter().take(self.capacity).enumerate() {
-            put_int(&mut rec[off + k * size..], dtype, i128::from(t)).map_err(|_| {
-                PackError::Range {
-                    field: self.field.clone(),
-                    id: t,
-                    dtype: dtype.name().to_string(),
-                }
-            })?;
+        if dtype == DType::U32 {
+            // Every id fits: copied as it is.
+            for (k, &t) in w.tokens.iter().take(self.capacity).enumerate() {
+                rec[off + 4 * k..off + 4 * k + 4].copy_from_slice(&t.to_le_bytes());
+            }
+        } else {
+            for (k, &t) in w.tokens.iter().take(self.capacity).enumerate() {
+                put_int(&mut rec[off + k * size..], dtype, i128::from(t)).map_err(|_| {
+                    PackError::Range {
+                        field: self.field.clone(),
+                        id: t,
+                        dtype: dtype.name().to_string(),
+                    }
+                })?;
+            }
         }
         for k in 0..self.capacity {
             let p = self.segments + 4 * k;

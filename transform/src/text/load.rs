@@ -30,14 +30,24 @@ use tokenizers::{
 use super::Inner;
 use crate::pretok::PreTok;
 
+/// A parsed file, and its model's largest id when the parse saw the
+/// vocabulary go by (asking the model afterwards copies every token).
+pub(super) struct Parsed {
+    pub(super) inner: Inner,
+    pub(super) model_max: Option<u32>,
+}
+
 /// Parses `bytes` (a `tokenizer.json`) as the library does. The library
 /// panics on some malformed files (a `continuing_subword_prefix` longer
 /// than a merge's second part slices out of bounds); that is an error here.
-pub(super) fn parse(bytes: &[u8]) -> tokenizers::Result<Inner> {
+pub(super) fn parse(bytes: &[u8]) -> tokenizers::Result<Parsed> {
     let run = || match fast(bytes) {
-        Ok(inner) => Ok(inner),
+        Ok(parsed) => Ok(parsed),
         Err(Refused::Invalid(why)) => Err(why.into()),
-        Err(Refused::AskLibrary(_)) => Inner::from_bytes(bytes),
+        Err(Refused::AskLibrary(_)) => Inner::from_bytes(bytes).map(|inner| Parsed {
+            inner,
+            model_max: None,
+        }),
     };
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or_else(|panic| {
         let why = panic
@@ -68,11 +78,15 @@ impl fmt::Display for Refused {
 }
 
 /// The one-pass parse.
-pub(super) fn fast(bytes: &[u8]) -> Result<Inner, Refused> {
+pub(super) fn fast(bytes: &[u8]) -> Result<Parsed, Refused> {
     let invalid = RefCell::new(None);
+    let model_max = std::cell::Cell::new(None);
     let ask = |e: &dyn fmt::Display| Refused::AskLibrary(e.to_string());
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let read = (&mut de).deserialize_map(FileVisitor { invalid: &invalid });
+    let read = (&mut de).deserialize_map(FileVisitor {
+        invalid: &invalid,
+        model_max: &model_max,
+    });
     if let Some(why) = invalid.take() {
         return Err(Refused::Invalid(why));
     }
@@ -82,7 +96,10 @@ pub(super) fn fast(bytes: &[u8]) -> Result<Inner, Refused> {
     // As the library does: the added tokens are added once the model is
     // there (an added token that is in the vocabulary keeps its id there).
     inner.add_tokens(tokens).map_err(|e| ask(&e))?;
-    Ok(inner)
+    Ok(Parsed {
+        inner,
+        model_max: model_max.get(),
+    })
 }
 
 type Builder =
@@ -100,6 +117,7 @@ struct AddedWithId {
 
 struct FileVisitor<'a> {
     invalid: &'a RefCell<Option<String>>,
+    model_max: &'a std::cell::Cell<Option<u32>>,
 }
 
 impl<'de> Visitor<'de> for FileVisitor<'_> {
@@ -132,6 +150,7 @@ impl<'de> Visitor<'de> for FileVisitor<'_> {
                 "model" => {
                     let bpe = map.next_value_seed(BpeSeed {
                         invalid: self.invalid,
+                        model_max: self.model_max,
                     })?;
                     builder = builder.with_model(ModelWrapper::BPE(bpe));
                 }
@@ -151,6 +170,8 @@ impl<'de> Visitor<'de> for FileVisitor<'_> {
 struct BpeSeed<'a> {
     /// Set when the file is one the library would fail on unsafely.
     invalid: &'a RefCell<Option<String>>,
+    /// Set to the vocabulary's largest id.
+    model_max: &'a std::cell::Cell<Option<u32>>,
 }
 
 impl<'de> DeserializeSeed<'de> for BpeSeed<'_> {
@@ -246,8 +267,13 @@ impl<'de> Visitor<'de> for BpeSeed<'_> {
             )));
             return Err(A::Error::custom("invalid merges"));
         }
+        self.model_max.set(vocab.values().copied().max());
+        // The tokenizer's pieces are remembered by the caller (per thread,
+        // before the model is asked), so the model's own cache of words
+        // would only be filled, never hit: it is off.
         builder
             .vocab_and_merges(vocab, merges.0)
+            .cache_capacity(0)
             .build()
             .map_err(A::Error::custom)
     }
@@ -365,7 +391,10 @@ mod tests {
                 String::from_utf8_lossy(bytes)
             )
         });
-        let fast = fast(bytes).unwrap_or_else(|e| panic!("{what}: the fast parse refused: {e}"));
+        let parsed = fast(bytes).unwrap_or_else(|e| panic!("{what}: the fast parse refused: {e}"));
+        let all = lib.get_vocab(false).values().copied().max();
+        assert_eq!(parsed.model_max, all, "{what}: the model's largest id");
+        let fast = parsed.inner;
         assert_eq!(summary(&fast), summary(&lib), "{what}");
         for text in texts {
             let a = fast
@@ -437,7 +466,8 @@ mod tests {
             assert!(fast(bytes).is_err(), "{what}");
             let lib = Inner::from_bytes(bytes).expect("the library parses it");
             let got = parse(bytes).expect("parse hands it to the library");
-            assert_eq!(summary(&got), summary(&lib), "{what}");
+            assert_eq!(got.model_max, None, "{what}");
+            assert_eq!(summary(&got.inner), summary(&lib), "{what}");
         }
         // Errors are the library's own.
         for (bytes, what) in [

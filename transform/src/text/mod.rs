@@ -197,17 +197,23 @@ impl Tokenize {
 }
 
 /// The largest id `inner` gives, without copying its vocabulary (which
-/// takes tens of milliseconds for 128,000 tokens): a model whose `n` ids
-/// are `0..n` has `n - 1` as its largest; any other model is searched.
-fn largest_id(inner: &Inner) -> Option<u32> {
+/// takes tens of milliseconds for 128,000 tokens): `model_max` when the
+/// parse saw the model's vocabulary; else a model whose `n` ids are `0..n`
+/// has `n - 1` as its largest, and any other model is searched.
+fn largest_id(inner: &Inner, model_max: Option<u32>) -> Option<u32> {
     use tokenizers::Model;
     let model = inner.get_model();
-    let n = u32::try_from(model.get_vocab_size()).ok()?;
-    let dense = (0..n).all(|id| model.id_to_token(id).is_some());
-    let model_max = if dense {
-        n.checked_sub(1)
-    } else {
-        model.get_vocab().values().copied().max()
+    let model_max = match model_max {
+        Some(m) => Some(m),
+        None => {
+            let n = u32::try_from(model.get_vocab_size()).ok()?;
+            let dense = (0..n).all(|id| model.id_to_token(id).is_some());
+            if dense {
+                n.checked_sub(1)
+            } else {
+                model.get_vocab().values().copied().max()
+            }
+        }
     };
     let added_max = inner.get_added_tokens_decoder().keys().copied().max();
     model_max.max(added_max)
@@ -278,7 +284,10 @@ impl Tokenizer {
         if let Some(encoding) = &step.encoding {
             return Self::from_ranks(bytes, encoding, step);
         }
-        let mut inner = load::parse(bytes)
+        let load::Parsed {
+            mut inner,
+            model_max,
+        } = load::parse(bytes)
             .map_err(|e| format!("not a tokenizer file that {TOKENIZERS_LIBRARY} reads: {e}"))?;
         inner
             .with_truncation(None)
@@ -301,7 +310,7 @@ impl Tokenizer {
         } else {
             (bos, eos)
         };
-        let max_id = largest_id(&inner).ok_or("the tokenizer's vocabulary is empty")?;
+        let max_id = largest_id(&inner, model_max).ok_or("the tokenizer's vocabulary is empty")?;
         // BPE dropout samples merges: the same piece can give other ids.
         let dropout = match inner.get_model() {
             tokenizers::ModelWrapper::BPE(bpe) => bpe.dropout.is_some_and(|d| d > 0.0),
