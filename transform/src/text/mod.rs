@@ -224,11 +224,18 @@ fn largest_id(inner: &Inner, model_max: Option<u32>) -> Option<u32> {
 /// have.
 const PIECES_MAX: usize = 1 << 18;
 
+/// One thread's state for one tokenizer: each piece's ids, and the split
+/// patterns' search caches.
+#[derive(Default)]
+struct Pieces {
+    /// The tokenizer it is for.
+    id: u64,
+    ids: rustc_hash::FxHashMap<String, Vec<u32>>,
+    searchers: Option<crate::pretok::Searchers>,
+}
+
 thread_local! {
-    /// Per thread: the tokenizer whose pieces are remembered, and each
-    /// piece's ids.
-    static PIECES: std::cell::RefCell<(u64, rustc_hash::FxHashMap<String, Vec<u32>>)> =
-        std::cell::RefCell::new((0, rustc_hash::FxHashMap::default()));
+    static PIECES: std::cell::RefCell<Pieces> = std::cell::RefCell::new(Pieces::default());
 }
 
 /// The library's tokenizer with the faster pre-tokenizer of
@@ -405,11 +412,17 @@ impl Tokenizer {
         use tokenizers::{OffsetReferential, OffsetType, PreTokenizer};
         let direct = inner.get_pre_tokenizer().and_then(|p| p.direct());
         PIECES.with(|cell| -> tokenizers::Result<()> {
-            let mut cache = cell.borrow_mut();
-            if cache.0 != self.id || cache.1.len() > PIECES_MAX {
-                cache.0 = self.id;
-                cache.1.clear();
+            let mut guard = cell.borrow_mut();
+            if guard.id != self.id {
+                *guard = Pieces {
+                    id: self.id,
+                    ..Pieces::default()
+                };
             }
+            if guard.ids.len() > PIECES_MAX {
+                guard.ids.clear();
+            }
+            let Pieces { ids, searchers, .. } = &mut *guard;
             let mut scratch = String::new();
             // No added token can start in the text and the normalizer
             // changes nothing: the library's first pass would leave the
@@ -420,7 +433,9 @@ impl Tokenizer {
                     .as_ref()
                     .is_some_and(|s| !s.may_start_in(text))
             {
-                return direct_ids(inner, patterns, text, &mut cache.1, &mut scratch, out);
+                let searchers =
+                    searchers.get_or_insert_with(|| crate::pretok::Searchers::new(patterns));
+                return direct_ids(inner, patterns, searchers, text, ids, &mut scratch, out);
             }
             let mut pre = inner
                 .get_added_vocabulary()
@@ -435,13 +450,15 @@ impl Tokenizer {
                 if let Some(tokens) = tokens {
                     out.extend(tokens.iter().map(|t| t.id));
                 } else if let Some(patterns) = &direct {
-                    direct_ids(inner, patterns, piece, &mut cache.1, &mut scratch, out)?;
-                } else if let Some(ids) = cache.1.get(piece) {
-                    out.extend_from_slice(ids);
+                    let searchers =
+                        searchers.get_or_insert_with(|| crate::pretok::Searchers::new(patterns));
+                    direct_ids(inner, patterns, searchers, piece, ids, &mut scratch, out)?;
+                } else if let Some(known) = ids.get(piece) {
+                    out.extend_from_slice(known);
                 } else {
-                    let ids = model_ids(inner, piece)?;
-                    out.extend_from_slice(&ids);
-                    cache.1.insert(piece.to_string(), ids);
+                    let new = model_ids(inner, piece)?;
+                    out.extend_from_slice(&new);
+                    ids.insert(piece.to_string(), new);
                 }
             }
             Ok(())
@@ -466,13 +483,14 @@ fn model_ids(inner: &Inner, piece: &str) -> tokenizers::Result<Vec<u32>> {
 fn direct_ids(
     inner: &Inner,
     patterns: &[crate::pretok::FastPattern],
+    searchers: &mut crate::pretok::Searchers,
     text: &str,
     cache: &mut rustc_hash::FxHashMap<String, Vec<u32>>,
     mapped: &mut String,
     out: &mut Vec<u32>,
 ) -> tokenizers::Result<()> {
     let mut pieces = Vec::new();
-    crate::pretok::split_pieces(patterns, text, &mut pieces)?;
+    crate::pretok::split_pieces(patterns, searchers, text, &mut pieces)?;
     for p in &pieces {
         if let Some(ids) = cache.get(*p) {
             out.extend_from_slice(ids);
