@@ -98,7 +98,7 @@ pub fn pack_split(
             })
             .map_err(|e| PackError::Io(format!("cannot start the shard writer: {e}")))?;
         let mut out = Batches {
-            tx: Some(tx),
+            tx,
             batch: Vec::with_capacity(stride * BATCH_WINDOWS),
             stride,
             rows: 0,
@@ -151,7 +151,7 @@ fn pack_streams(
 
 /// Encoded windows on their way to the shard writer.
 struct Batches {
-    tx: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
+    tx: std::sync::mpsc::SyncSender<Vec<u8>>,
     batch: Vec<u8>,
     stride: usize,
     rows: u64,
@@ -178,12 +178,9 @@ impl Batches {
             &mut self.batch,
             Vec::with_capacity(self.stride * BATCH_WINDOWS),
         );
-        let stopped = || PackError::Io("the shard writer stopped".into());
         self.tx
-            .as_ref()
-            .ok_or_else(stopped)?
             .send(full)
-            .map_err(|_| stopped())
+            .map_err(|_| PackError::Io("the shard writer stopped".into()))
     }
 }
 

@@ -15,12 +15,11 @@
 //! model, a model without its `type`, merges of mixed forms, any error) is
 //! handed to the library's own parse, so a file's errors are the library's.
 
-use std::cell::RefCell;
 use std::fmt;
 
 use serde::Deserialize;
 use serde::Deserializer as _;
-use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use tokenizers::models::bpe::{BPE, BpeBuilder, Vocab};
 use tokenizers::{
     AddedToken, DecoderWrapper, ModelWrapper, NormalizerWrapper, PaddingParams,
@@ -79,34 +78,31 @@ impl fmt::Display for Refused {
 
 /// The one-pass parse.
 pub(super) fn fast(bytes: &[u8]) -> Result<Parsed, Refused> {
-    let invalid = RefCell::new(None);
-    let model_max = std::cell::Cell::new(None);
     let ask = |e: &dyn fmt::Display| Refused::AskLibrary(e.to_string());
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let read = (&mut de).deserialize_map(FileVisitor {
-        invalid: &invalid,
-        model_max: &model_max,
-    });
-    if let Some(why) = invalid.take() {
-        return Err(Refused::Invalid(why));
-    }
-    let (builder, tokens) = read.map_err(|e| ask(&e))?;
+    let (builder, model, tokens) = (&mut de)
+        .deserialize_map(FileVisitor)
+        .map_err(|e| ask(&e))?;
     de.end().map_err(|e| ask(&e))?;
-    let mut inner = builder.build().map_err(|e| ask(&e))?;
+    let model = model.ok_or_else(|| ask(&"no model"))?;
+    let model_max = model.vocab.values().copied().max();
+    let bpe = model.build()?;
+    let mut inner = builder
+        .with_model(ModelWrapper::BPE(bpe))
+        .build()
+        .map_err(|e| ask(&e))?;
     // As the library does: the added tokens are added once the model is
     // there (an added token that is in the vocabulary keeps its id there).
     inner.add_tokens(tokens).map_err(|e| ask(&e))?;
-    Ok(Parsed {
-        inner,
-        model_max: model_max.get(),
-    })
+    Ok(Parsed { inner, model_max })
 }
 
 type Builder =
     TokenizerBuilder<ModelWrapper, NormalizerWrapper, PreTok, PostProcessorWrapper, DecoderWrapper>;
 
-/// An entry of `added_tokens`: the id is the file's claim, which the
-/// library checks only to warn; the vocabulary decides.
+/// An entry of `added_tokens`. The id must be there, as the library
+/// requires, but it is only the file's claim, which the library checks only
+/// to warn: the vocabulary decides.
 #[derive(Deserialize)]
 struct AddedWithId {
     #[allow(dead_code)]
@@ -115,13 +111,10 @@ struct AddedWithId {
     token: AddedToken,
 }
 
-struct FileVisitor<'a> {
-    invalid: &'a RefCell<Option<String>>,
-    model_max: &'a std::cell::Cell<Option<u32>>,
-}
+struct FileVisitor;
 
-impl<'de> Visitor<'de> for FileVisitor<'_> {
-    type Value = (Builder, Vec<AddedToken>);
+impl<'de> Visitor<'de> for FileVisitor {
+    type Value = (Builder, Option<BpeParts>, Vec<AddedToken>);
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a tokenizer.json object")
@@ -129,6 +122,7 @@ impl<'de> Visitor<'de> for FileVisitor<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut builder = Builder::new();
+        let mut model = None;
         let mut tokens: Vec<AddedWithId> = Vec::new();
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
@@ -147,13 +141,7 @@ impl<'de> Visitor<'de> for FileVisitor<'_> {
                 "added_tokens" => tokens = map.next_value()?,
                 "normalizer" => builder = builder.with_normalizer(map.next_value()?),
                 "pre_tokenizer" => builder = builder.with_pre_tokenizer(map.next_value()?),
-                "model" => {
-                    let bpe = map.next_value_seed(BpeSeed {
-                        invalid: self.invalid,
-                        model_max: self.model_max,
-                    })?;
-                    builder = builder.with_model(ModelWrapper::BPE(bpe));
-                }
+                "model" => model = Some(map.next_value()?),
                 "decoder" => builder = builder.with_decoder(map.next_value()?),
                 "post_processor" => builder = builder.with_post_processor(map.next_value()?),
                 // The library reads no value for a key it does not know,
@@ -161,35 +149,66 @@ impl<'de> Visitor<'de> for FileVisitor<'_> {
                 other => return Err(A::Error::custom(format!("the key {other}"))),
             }
         }
-        Ok((builder, tokens.into_iter().map(|t| t.token).collect()))
+        Ok((
+            builder,
+            model,
+            tokens.into_iter().map(|t| t.token).collect(),
+        ))
     }
 }
 
-/// A `model` object of `"type": "BPE"`, read into the library's builder
-/// with the library's meaning of each key.
-struct BpeSeed<'a> {
-    /// Set when the file is one the library would fail on unsafely.
-    invalid: &'a RefCell<Option<String>>,
-    /// Set to the vocabulary's largest id.
-    model_max: &'a std::cell::Cell<Option<u32>>,
+/// A `model` object of `"type": "BPE"` as read, with the library's meaning
+/// of each key: the options in the library's builder, the vocabulary and
+/// merges beside it until [`BpeParts::build`].
+struct BpeParts {
+    builder: BpeBuilder,
+    vocab: Vocab,
+    merges: Vec<(String, String)>,
+    prefix: Option<String>,
 }
 
-impl<'de> DeserializeSeed<'de> for BpeSeed<'_> {
-    type Value = BPE;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<BPE, D::Error> {
-        d.deserialize_map(self)
+impl BpeParts {
+    /// The library's model. The library cuts the prefix off each merge's
+    /// second part without looking (a part without it panics or splits a
+    /// character there): such a merge is refused first, naming it.
+    fn build(self) -> Result<BPE, Refused> {
+        if let Some(prefix) = &self.prefix
+            && let Some((a, b)) = self
+                .merges
+                .iter()
+                .find(|(_, b)| !b.starts_with(prefix.as_str()))
+        {
+            return Err(Refused::Invalid(format!(
+                "the merge \"{a} {b}\" does not have the model's continuing_subword_prefix {prefix:?} on its second part"
+            )));
+        }
+        // The tokenizer's pieces are remembered by the caller (per thread,
+        // before the model is asked), so the model's own cache of words
+        // would only be filled, never hit: it is off.
+        self.builder
+            .vocab_and_merges(self.vocab, self.merges)
+            .cache_capacity(0)
+            .build()
+            .map_err(|e| Refused::AskLibrary(e.to_string()))
     }
 }
 
-impl<'de> Visitor<'de> for BpeSeed<'_> {
-    type Value = BPE;
+impl<'de> Deserialize<'de> for BpeParts {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<BpeParts, D::Error> {
+        d.deserialize_map(BpeVisitor)
+    }
+}
+
+struct BpeVisitor;
+
+impl<'de> Visitor<'de> for BpeVisitor {
+    type Value = BpeParts;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a BPE model object")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<BPE, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<BpeParts, A::Error> {
         let mut builder = BpeBuilder::new();
         let mut typed = false;
         let mut vocab: Option<Vocab> = None;
@@ -251,31 +270,15 @@ impl<'de> Visitor<'de> for BpeSeed<'_> {
         if !typed {
             return Err(A::Error::custom("a model without its type"));
         }
-        let (Some(vocab), Some(merges)) = (vocab, merges) else {
+        let (Some(vocab), Some(Merges(merges))) = (vocab, merges) else {
             return Err(A::Error::custom("missing vocab or merges"));
         };
-        // The library cuts the prefix off each merge's second part without
-        // looking (a part without it panics or splits a character there).
-        if let Some(prefix) = &prefix
-            && let Some((a, b)) = merges
-                .0
-                .iter()
-                .find(|(_, b)| !b.starts_with(prefix.as_str()))
-        {
-            self.invalid.replace(Some(format!(
-                "the merge \"{a} {b}\" does not have the model's continuing_subword_prefix {prefix:?} on its second part"
-            )));
-            return Err(A::Error::custom("invalid merges"));
-        }
-        self.model_max.set(vocab.values().copied().max());
-        // The tokenizer's pieces are remembered by the caller (per thread,
-        // before the model is asked), so the model's own cache of words
-        // would only be filled, never hit: it is off.
-        builder
-            .vocab_and_merges(vocab, merges.0)
-            .cache_capacity(0)
-            .build()
-            .map_err(A::Error::custom)
+        Ok(BpeParts {
+            builder,
+            vocab,
+            merges,
+            prefix,
+        })
     }
 }
 
