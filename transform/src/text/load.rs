@@ -20,13 +20,15 @@ use std::fmt;
 use serde::Deserialize;
 use serde::Deserializer as _;
 use serde::de::{Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use tokenizers::models::bpe::{BPE, BpeBuilder, Vocab};
+use tokenizers::models::bpe::{BpeBuilder, Vocab};
 use tokenizers::{
     AddedToken, DecoderWrapper, ModelWrapper, NormalizerWrapper, PaddingParams,
     PostProcessorWrapper, TokenizerBuilder, TruncationParams,
 };
 
 use super::Inner;
+use super::bpe::{ByteMerges, HASH_START, token_hash};
+use super::model::{LazyBpe, Model};
 use crate::pretok::PreTok;
 
 /// A parsed file, and its model's largest id when the parse saw the
@@ -34,6 +36,9 @@ use crate::pretok::PreTok;
 pub(super) struct Parsed {
     pub(super) inner: Inner,
     pub(super) model_max: Option<u32>,
+    /// A byte-level BPE model's merges for [`super::bpe`], when the parse
+    /// read the model and it has no prefix, suffix or dropout.
+    pub(super) merges: Option<ByteMerges>,
 }
 
 /// Parses `bytes` (a `tokenizer.json`) as the library does. The library
@@ -46,6 +51,7 @@ pub(super) fn parse(bytes: &[u8]) -> tokenizers::Result<Parsed> {
         Err(Refused::AskLibrary(_)) => Inner::from_bytes(bytes).map(|inner| Parsed {
             inner,
             model_max: None,
+            merges: None,
         }),
     };
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or_else(|panic| {
@@ -86,19 +92,20 @@ pub(super) fn fast(bytes: &[u8]) -> Result<Parsed, Refused> {
     de.end().map_err(|e| ask(&e))?;
     let model = model.ok_or_else(|| ask(&"no model"))?;
     let model_max = model.vocab.values().copied().max();
-    let bpe = model.build()?;
-    let mut inner = builder
-        .with_model(ModelWrapper::BPE(bpe))
-        .build()
-        .map_err(|e| ask(&e))?;
+    let (model, merges) = model.build()?;
+    let mut inner = builder.with_model(model).build().map_err(|e| ask(&e))?;
     // As the library does: the added tokens are added once the model is
     // there (an added token that is in the vocabulary keeps its id there).
     inner.add_tokens(tokens).map_err(|e| ask(&e))?;
-    Ok(Parsed { inner, model_max })
+    Ok(Parsed {
+        inner,
+        model_max,
+        merges,
+    })
 }
 
 type Builder =
-    TokenizerBuilder<ModelWrapper, NormalizerWrapper, PreTok, PostProcessorWrapper, DecoderWrapper>;
+    TokenizerBuilder<Model, NormalizerWrapper, PreTok, PostProcessorWrapper, DecoderWrapper>;
 
 /// An entry of `added_tokens`. The id must be there, as the library
 /// requires, but it is only the file's claim, which the library checks only
@@ -165,13 +172,24 @@ struct BpeParts {
     vocab: Vocab,
     merges: Vec<(String, String)>,
     prefix: Option<String>,
+    /// The vocabulary as [`token_hash`] to id, and whether two tokens
+    /// share a hash (or a token is listed twice): then no fast merges.
+    hashes: rustc_hash::FxHashMap<u64, u32>,
+    clash: bool,
+    /// Each merge's two parts and merged token, hashed.
+    merge_hashes: Vec<[u64; 3]>,
+    /// Whether the model has an `end_of_word_suffix`, dropout, or
+    /// `ignore_merges`.
+    suffix: bool,
+    dropout: bool,
+    ignore_merges: bool,
 }
 
 impl BpeParts {
     /// The library's model. The library cuts the prefix off each merge's
     /// second part without looking (a part without it panics or splits a
     /// character there): such a merge is refused first, naming it.
-    fn build(self) -> Result<BPE, Refused> {
+    fn build(self) -> Result<(Model, Option<ByteMerges>), Refused> {
         if let Some(prefix) = &self.prefix
             && let Some((a, b)) = self
                 .merges
@@ -185,11 +203,31 @@ impl BpeParts {
         // The tokenizer's pieces are remembered by the caller (per thread,
         // before the model is asked), so the model's own cache of words
         // would only be filled, never hit: it is off.
-        self.builder
-            .vocab_and_merges(self.vocab, self.merges)
+        let plain = self.prefix.is_none() && !self.suffix && !self.dropout && !self.clash;
+        let BpeParts {
+            builder,
+            vocab,
+            merges,
+            hashes,
+            merge_hashes,
+            ignore_merges,
+            ..
+        } = self;
+        // Every merge's tokens are in the vocabulary (else no ByteMerges),
+        // so the library would build this model: it is built when needed.
+        if plain && let Some(ours) = ByteMerges::new(&hashes, &merge_hashes, ignore_merges) {
+            let ours = ours.with_bytes(|token| vocab.get(token).copied());
+            return Ok((
+                Model::Lazy(Box::new(LazyBpe::new(builder, vocab, merges))),
+                Some(ours),
+            ));
+        }
+        let bpe = builder
+            .vocab_and_merges(vocab, merges)
             .cache_capacity(0)
             .build()
-            .map_err(|e| Refused::AskLibrary(e.to_string()))
+            .map_err(|e| Refused::AskLibrary(e.to_string()))?;
+        Ok((Model::Library(Box::new(ModelWrapper::BPE(bpe))), None))
     }
 }
 
@@ -211,9 +249,10 @@ impl<'de> Visitor<'de> for BpeVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<BpeParts, A::Error> {
         let mut builder = BpeBuilder::new();
         let mut typed = false;
-        let mut vocab: Option<Vocab> = None;
+        let mut vocab: Option<HashedVocab> = None;
         let mut merges: Option<Merges> = None;
         let mut prefix: Option<String> = None;
+        let (mut suffix, mut dropout, mut ignore_merges) = (false, false, false);
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
                 "type" => {
@@ -225,6 +264,7 @@ impl<'de> Visitor<'de> for BpeVisitor {
                 }
                 "dropout" => {
                     if let Some(p) = map.next_value::<Option<f32>>()? {
+                        dropout = p != 0.0;
                         builder = builder.dropout(p);
                     }
                 }
@@ -241,6 +281,7 @@ impl<'de> Visitor<'de> for BpeVisitor {
                 }
                 "end_of_word_suffix" => {
                     if let Some(s) = map.next_value::<Option<String>>()? {
+                        suffix = true;
                         builder = builder.end_of_word_suffix(s);
                     }
                 }
@@ -256,10 +297,11 @@ impl<'de> Visitor<'de> for BpeVisitor {
                 }
                 "ignore_merges" => {
                     if let Some(b) = map.next_value::<Option<bool>>()? {
+                        ignore_merges = b;
                         builder = builder.ignore_merges(b);
                     }
                 }
-                "vocab" => vocab = Some(map.next_value()?),
+                "vocab" => vocab = Some(map.next_value::<HashedVocab>()?),
                 "merges" => merges = Some(map.next_value()?),
                 _ => {
                     map.next_value::<IgnoredAny>()?;
@@ -270,7 +312,9 @@ impl<'de> Visitor<'de> for BpeVisitor {
         if !typed {
             return Err(A::Error::custom("a model without its type"));
         }
-        let (Some(vocab), Some(Merges(merges))) = (vocab, merges) else {
+        let (Some(HashedVocab(vocab, hashes, clash)), Some(Merges(merges, merge_hashes))) =
+            (vocab, merges)
+        else {
             return Err(A::Error::custom("missing vocab or merges"));
         };
         Ok(BpeParts {
@@ -278,13 +322,55 @@ impl<'de> Visitor<'de> for BpeVisitor {
             vocab,
             merges,
             prefix,
+            hashes,
+            clash,
+            merge_hashes,
+            suffix,
+            dropout,
+            ignore_merges,
         })
+    }
+}
+
+/// A model's `vocab` as the library reads it (a token listed twice keeps
+/// its last id), with each token's [`token_hash`] to its id, and whether
+/// an entry found its hash taken (by itself, listed twice, or another
+/// token).
+struct HashedVocab(Vocab, rustc_hash::FxHashMap<u64, u32>, bool);
+
+impl<'de> Deserialize<'de> for HashedVocab {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<HashedVocab, D::Error> {
+        d.deserialize_map(HashedVocabVisitor)
+    }
+}
+
+struct HashedVocabVisitor;
+
+impl<'de> Visitor<'de> for HashedVocabVisitor {
+    type Value = HashedVocab;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a vocabulary of tokens and ids")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<HashedVocab, A::Error> {
+        let n = map.size_hint().unwrap_or(0);
+        let mut vocab = Vocab::with_capacity(n);
+        let mut hashes = rustc_hash::FxHashMap::with_capacity_and_hasher(n, Default::default());
+        let mut clash = false;
+        while let Some((token, id)) = map.next_entry::<String, u32>()? {
+            clash |= hashes
+                .insert(token_hash(HASH_START, token.as_bytes()), id)
+                .is_some();
+            vocab.insert(token, id);
+        }
+        Ok(HashedVocab(vocab, hashes, clash))
     }
 }
 
 /// The merges, in either of the library's forms: all `"a b"` strings (the
 /// legacy form, `#version` lines left out) or all `["a", "b"]` pairs.
-struct Merges(Vec<(String, String)>);
+struct Merges(Vec<(String, String)>, Vec<[u64; 3]>);
 
 impl<'de> Deserialize<'de> for Merges {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Merges, D::Error> {
@@ -303,19 +389,24 @@ impl<'de> Visitor<'de> for MergesVisitor {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Merges, A::Error> {
         let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        let mut hashes = Vec::with_capacity(out.capacity());
         let mut legacy = None;
         while let Some(item) = seq.next_element::<Merge>()? {
             let is_legacy = matches!(item, Merge::Legacy(_));
             if *legacy.get_or_insert(is_legacy) != is_legacy {
                 return Err(A::Error::custom("merges of both forms"));
             }
-            match item {
-                Merge::Pair(a, b) => out.push((a, b)),
-                Merge::Legacy(None) => {}
-                Merge::Legacy(Some(pair)) => out.push(pair),
-            }
+            let (a, b) = match item {
+                Merge::Pair(a, b) => (a, b),
+                Merge::Legacy(None) => continue,
+                Merge::Legacy(Some(pair)) => pair,
+            };
+            let left = token_hash(HASH_START, a.as_bytes());
+            let right = token_hash(HASH_START, b.as_bytes());
+            hashes.push([left, right, token_hash(left, b.as_bytes())]);
+            out.push((a, b));
         }
-        Ok(Merges(out))
+        Ok(Merges(out, hashes))
     }
 }
 
@@ -533,23 +624,6 @@ mod tests {
     /// scripts/setup.sh --test): the same tokenizer from both parses.
     #[test]
     fn real_tokenizer_files_parse_as_the_library_parses_them() {
-        let python = match std::env::var("TESSERA_VENV") {
-            Ok(v) if !v.is_empty() => format!("{v}/bin/python"),
-            _ => concat!(env!("CARGO_MANIFEST_DIR"), "/../.venv/bin/python").to_string(),
-        };
-        let out = std::process::Command::new(&python)
-            .args([
-                "-c",
-                "import importlib.util as u; print(list(u.find_spec('litellm').submodule_search_locations)[0])",
-            ])
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {python} (scripts/setup.sh --test makes it): {e}"));
-        assert!(
-            out.status.success(),
-            "litellm is not installed: scripts/setup.sh --test installs it"
-        );
-        let dir = std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-            .join("litellm_core_utils/tokenizers");
         let texts = [
             "Shall I compare thee to a summer's day?",
             "fn main() {\n    println!(\"{}\", 1);\n}\n\n\n   ",
@@ -557,8 +631,7 @@ mod tests {
             "<｜end▁of▁sentence｜><EOT> <|endoftext|>",
         ];
         for name in ["deepseek_tokenizer.json", "anthropic_tokenizer.json"] {
-            let bytes = std::fs::read(dir.join(name)).expect("the tokenizer file");
-            assert_same(&bytes, &texts, name);
+            assert_same(&super::super::tests::litellm_tokenizer(name), &texts, name);
         }
     }
 }

@@ -13,7 +13,9 @@ use std::sync::Arc;
 
 use crate::chat::{ChatTemplate, Rendered};
 
+mod bpe;
 mod load;
+mod model;
 
 /// The tokenizer library and its exact version (pinned in Cargo.toml; a
 /// test checks the lock file agrees). Token ids have changed between
@@ -241,7 +243,7 @@ thread_local! {
 /// The library's tokenizer with the faster pre-tokenizer of
 /// [`crate::pretok`] (the same splits) where the file's allows it.
 type Inner = tokenizers::TokenizerImpl<
-    tokenizers::ModelWrapper,
+    model::Model,
     tokenizers::NormalizerWrapper,
     crate::pretok::PreTok,
     tokenizers::PostProcessorWrapper,
@@ -267,6 +269,8 @@ pub struct Tokenizer {
     pieces_cached: bool,
     /// When a text without these characters can skip the added-token pass.
     added_starts: Option<AddedStarts>,
+    /// The model's merges, run here on the direct path's pieces.
+    merges: Option<bpe::ByteMerges>,
     add_special_tokens: bool,
     bos: Option<u32>,
     eos: Option<u32>,
@@ -294,6 +298,7 @@ impl Tokenizer {
         let load::Parsed {
             mut inner,
             model_max,
+            merges,
         } = load::parse(bytes)
             .map_err(|e| format!("not a tokenizer file that {TOKENIZERS_LIBRARY} reads: {e}"))?;
         inner
@@ -320,7 +325,10 @@ impl Tokenizer {
         let max_id = largest_id(&inner, model_max).ok_or("the tokenizer's vocabulary is empty")?;
         // BPE dropout samples merges: the same piece can give other ids.
         let dropout = match inner.get_model() {
-            tokenizers::ModelWrapper::BPE(bpe) => bpe.dropout.is_some_and(|d| d > 0.0),
+            model::Model::Library(m) => match m.as_ref() {
+                tokenizers::ModelWrapper::BPE(bpe) => bpe.dropout.is_some_and(|d| d > 0.0),
+                _ => false,
+            },
             _ => false,
         };
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -328,6 +336,7 @@ impl Tokenizer {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             pieces_cached: !dropout && !step.add_special_tokens,
             added_starts: AddedStarts::new(&inner, step.special_tokens),
+            merges,
             backend: Backend::Library(Box::new(inner)),
             add_special_tokens: step.add_special_tokens,
             bos,
@@ -358,6 +367,7 @@ impl Tokenizer {
             id: 0,
             pieces_cached: false,
             added_starts: None,
+            merges: None,
             add_special_tokens: false,
             bos,
             eos,
@@ -435,7 +445,16 @@ impl Tokenizer {
             {
                 let searchers =
                     searchers.get_or_insert_with(|| crate::pretok::Searchers::new(patterns));
-                return direct_ids(inner, patterns, searchers, text, ids, &mut scratch, out);
+                return direct_ids(
+                    inner,
+                    self.merges.as_ref(),
+                    patterns,
+                    searchers,
+                    text,
+                    ids,
+                    &mut scratch,
+                    out,
+                );
             }
             let mut pre = inner
                 .get_added_vocabulary()
@@ -452,7 +471,16 @@ impl Tokenizer {
                 } else if let Some(patterns) = &direct {
                     let searchers =
                         searchers.get_or_insert_with(|| crate::pretok::Searchers::new(patterns));
-                    direct_ids(inner, patterns, searchers, piece, ids, &mut scratch, out)?;
+                    direct_ids(
+                        inner,
+                        self.merges.as_ref(),
+                        patterns,
+                        searchers,
+                        piece,
+                        ids,
+                        &mut scratch,
+                        out,
+                    )?;
                 } else if let Some(known) = ids.get(piece) {
                     out.extend_from_slice(known);
                 } else {
@@ -480,8 +508,10 @@ fn model_ids(inner: &Inner, piece: &str) -> tokenizers::Result<Vec<u32>> {
 /// The ids of `text` through the direct pre-tokenizer path: the split
 /// patterns and the byte mapping done here, each piece remembered by its
 /// text before the mapping.
+#[allow(clippy::too_many_arguments)]
 fn direct_ids(
     inner: &Inner,
+    merges: Option<&bpe::ByteMerges>,
     patterns: &[crate::pretok::FastPattern],
     searchers: &mut crate::pretok::Searchers,
     text: &str,
@@ -496,12 +526,40 @@ fn direct_ids(
             out.extend_from_slice(ids);
             continue;
         }
-        crate::pretok::map_bytes(p, mapped);
-        let ids = model_ids(inner, mapped)?;
+        let ids = match merges {
+            Some(m) => merged_ids(inner, m, p, mapped),
+            None => None,
+        };
+        let ids = match ids {
+            Some(ids) => ids,
+            None => {
+                crate::pretok::map_bytes(p, mapped);
+                model_ids(inner, mapped)?
+            }
+        };
         out.extend_from_slice(&ids);
         cache.insert(p.to_string(), ids);
     }
     Ok(())
+}
+
+/// The ids of a raw piece by [`bpe::ByteMerges`], or `None` when the
+/// piece is the library's to encode.
+fn merged_ids(
+    inner: &Inner,
+    merges: &bpe::ByteMerges,
+    piece: &str,
+    mapped: &mut String,
+) -> Option<Vec<u32>> {
+    use tokenizers::Model;
+    if merges.ignore_merges {
+        crate::pretok::map_bytes(piece, mapped);
+        if let Some(id) = inner.get_model().token_to_id(mapped) {
+            return Some(vec![id]);
+        }
+    }
+    let mut ids = Vec::new();
+    merges.encode(piece.as_bytes(), &mut ids).then_some(ids)
 }
 
 /// The first characters of the added tokens that can match (the special

@@ -2,6 +2,32 @@
 
 use super::*;
 
+/// One of the tokenizer files the `litellm` package ships (installed by
+/// scripts/setup.sh --test): `deepseek_tokenizer.json` (DeepSeek-V3) or
+/// `anthropic_tokenizer.json`. The Python tests compare ids on the same
+/// files.
+pub(super) fn litellm_tokenizer(name: &str) -> Vec<u8> {
+    let python = match std::env::var("TESSERA_VENV") {
+        Ok(v) if !v.is_empty() => format!("{v}/bin/python"),
+        _ => concat!(env!("CARGO_MANIFEST_DIR"), "/../.venv/bin/python").to_string(),
+    };
+    let out = std::process::Command::new(&python)
+        .args([
+            "-c",
+            "import importlib.util as u; print(list(u.find_spec('litellm').submodule_search_locations)[0])",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {python} (scripts/setup.sh --test makes it): {e}"));
+    assert!(
+        out.status.success(),
+        "litellm is not installed: scripts/setup.sh --test installs it"
+    );
+    let path = std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+        .join("litellm_core_utils/tokenizers")
+        .join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 #[test]
 fn truncation_never_splits_a_character() {
     // "é" is 2 bytes, "€" 3, "😀" 4.
