@@ -19,16 +19,17 @@ use std::fmt;
 
 use serde::Deserialize;
 use serde::Deserializer as _;
-use serde::de::{Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use tokenizers::models::bpe::{BpeBuilder, Vocab};
+use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use tokenizers::models::bpe::{BPE, BpeBuilder, Vocab};
 use tokenizers::{
     AddedToken, DecoderWrapper, ModelWrapper, NormalizerWrapper, PaddingParams,
     PostProcessorWrapper, TokenizerBuilder, TruncationParams,
 };
 
 use super::Inner;
-use super::bpe::{ByteMerges, HASH_START, token_hash};
+use super::bpe::ByteMerges;
 use super::model::{LazyBpe, Model};
+use super::vocab::{HashedMergesVisitor, TableVisitor, TokenTable};
 use crate::pretok::PreTok;
 
 /// A parsed file, and its model's largest id when the parse saw the
@@ -82,27 +83,96 @@ impl fmt::Display for Refused {
     }
 }
 
-/// The one-pass parse.
+/// The one-pass parse. A byte-level BPE model is read without a string
+/// per token ([`super::vocab`]) and its library model is left to be built
+/// when needed; any other BPE model is read again with strings, for the
+/// library's model at once.
 pub(super) fn fast(bytes: &[u8]) -> Result<Parsed, Refused> {
     let ask = |e: &dyn fmt::Display| Refused::AskLibrary(e.to_string());
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let (builder, model, tokens) = (&mut de)
-        .deserialize_map(FileVisitor)
-        .map_err(|e| ask(&e))?;
-    de.end().map_err(|e| ask(&e))?;
+    let (builder, model, tokens) = read(bytes, true)?;
     let model = model.ok_or_else(|| ask(&"no model"))?;
-    let model_max = model.vocab.values().copied().max();
-    let (model, merges) = model.build()?;
-    let mut inner = builder.with_model(model).build().map_err(|e| ask(&e))?;
-    // As the library does: the added tokens are added once the model is
-    // there (an added token that is in the vocabulary keeps its id there).
-    inner.add_tokens(tokens).map_err(|e| ask(&e))?;
+    if let Some(lazy) = model.lazy() {
+        let Lazy {
+            table,
+            hashes,
+            ignore_merges,
+        } = lazy;
+        let model_max = table.iter().map(|(_, id)| id).max();
+        let table = std::sync::Arc::new(table);
+        // The merges are resolved on a second thread while the tokenizer
+        // is assembled here (the split patterns compiled, the added
+        // tokens indexed).
+        let (inner, ours) = std::thread::scope(|s| {
+            let resolve = || {
+                ByteMerges::new(&table, &hashes, ignore_merges)
+                    .map(|m| m.with_bytes(|token| table.get(token)))
+            };
+            let worker = std::thread::Builder::new().spawn_scoped(s, resolve).ok();
+            let model = Model::Lazy(Box::new(LazyBpe::new(table.clone(), bytes)));
+            let inner = assemble(builder, model, tokens);
+            let ours = match worker {
+                Some(w) => w.join().ok().flatten(),
+                None => resolve(),
+            };
+            (inner, ours)
+        });
+        // Without our merges (a merge names a token that is not in the
+        // vocabulary) the library's model is built now, and reports it.
+        if let Some(ours) = ours {
+            return Ok(Parsed {
+                inner: inner?,
+                model_max,
+                merges: Some(ours),
+            });
+        }
+    }
+    let (builder, model, tokens) = read(bytes, false)?;
+    let model = model.ok_or_else(|| ask(&"no model"))?;
+    let model_max = match &model.vocab {
+        VocabRead::Strings(v) => v.values().copied().max(),
+        VocabRead::Table(t) => t.iter().map(|(_, id)| id).max(),
+    };
+    let bpe = model.eager()?;
+    let model = Model::Library(Box::new(ModelWrapper::BPE(bpe)));
     Ok(Parsed {
-        inner,
+        inner: assemble(builder, model, tokens)?,
         model_max,
-        merges,
+        merges: None,
     })
 }
+
+/// The tokenizer of `builder` with `model`, and the added tokens added as
+/// the library adds them: once the model is there (an added token that is
+/// in the vocabulary keeps its id there).
+fn assemble(builder: Builder, model: Model, tokens: Vec<AddedToken>) -> Result<Inner, Refused> {
+    let ask = |e: &dyn fmt::Display| Refused::AskLibrary(e.to_string());
+    let mut inner = builder.with_model(model).build().map_err(|e| ask(&e))?;
+    inner.add_tokens(tokens).map_err(|e| ask(&e))?;
+    Ok(inner)
+}
+
+/// The library's BPE model of a file [`fast`] read as a lazy one.
+pub(super) fn eager_model(bytes: &[u8]) -> Result<BPE, Refused> {
+    let (_, model, _) = read(bytes, false)?;
+    model
+        .ok_or_else(|| Refused::AskLibrary("no model".into()))?
+        .eager()
+}
+
+/// Reads the file: the builder with everything but the model, the model's
+/// parts (with `hashed`, its vocabulary and merges as [`super::vocab`]
+/// reads them), and the added tokens.
+fn read(bytes: &[u8], hashed: bool) -> Result<FileParts, Refused> {
+    let ask = |e: &dyn fmt::Display| Refused::AskLibrary(e.to_string());
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let parts = (&mut de)
+        .deserialize_map(FileVisitor { hashed })
+        .map_err(|e| ask(&e))?;
+    de.end().map_err(|e| ask(&e))?;
+    Ok(parts)
+}
+
+type FileParts = (Builder, Option<BpeParts>, Vec<AddedToken>);
 
 type Builder =
     TokenizerBuilder<Model, NormalizerWrapper, PreTok, PostProcessorWrapper, DecoderWrapper>;
@@ -118,10 +188,12 @@ struct AddedWithId {
     token: AddedToken,
 }
 
-struct FileVisitor;
+struct FileVisitor {
+    hashed: bool,
+}
 
 impl<'de> Visitor<'de> for FileVisitor {
-    type Value = (Builder, Option<BpeParts>, Vec<AddedToken>);
+    type Value = FileParts;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a tokenizer.json object")
@@ -148,7 +220,11 @@ impl<'de> Visitor<'de> for FileVisitor {
                 "added_tokens" => tokens = map.next_value()?,
                 "normalizer" => builder = builder.with_normalizer(map.next_value()?),
                 "pre_tokenizer" => builder = builder.with_pre_tokenizer(map.next_value()?),
-                "model" => model = Some(map.next_value()?),
+                "model" => {
+                    model = Some(map.next_value_seed(BpeVisitor {
+                        hashed: self.hashed,
+                    })?)
+                }
                 "decoder" => builder = builder.with_decoder(map.next_value()?),
                 "post_processor" => builder = builder.with_post_processor(map.next_value()?),
                 // The library reads no value for a key it does not know,
@@ -166,18 +242,12 @@ impl<'de> Visitor<'de> for FileVisitor {
 
 /// A `model` object of `"type": "BPE"` as read, with the library's meaning
 /// of each key: the options in the library's builder, the vocabulary and
-/// merges beside it until [`BpeParts::build`].
+/// merges beside it until [`BpeParts::lazy`] or [`BpeParts::eager`].
 struct BpeParts {
     builder: BpeBuilder,
-    vocab: Vocab,
-    merges: Vec<(String, String)>,
+    vocab: VocabRead,
+    merges: MergesRead,
     prefix: Option<String>,
-    /// The vocabulary as [`token_hash`] to id, and whether two tokens
-    /// share a hash (or a token is listed twice): then no fast merges.
-    hashes: rustc_hash::FxHashMap<u64, u32>,
-    clash: bool,
-    /// Each merge's two parts and merged token, hashed.
-    merge_hashes: Vec<[u64; 3]>,
     /// Whether the model has an `end_of_word_suffix`, dropout, or
     /// `ignore_merges`.
     suffix: bool,
@@ -185,16 +255,55 @@ struct BpeParts {
     ignore_merges: bool,
 }
 
+/// What [`BpeParts::lazy`] keeps.
+struct Lazy {
+    table: TokenTable,
+    hashes: Vec<[u64; 3]>,
+    ignore_merges: bool,
+}
+
+/// A vocabulary as the library reads it, or as a [`TokenTable`].
+enum VocabRead {
+    Strings(Vocab),
+    Table(TokenTable),
+}
+
+/// Merges as the library reads them, or hashed.
+enum MergesRead {
+    Strings(Vec<(String, String)>),
+    Hashes(Vec<[u64; 3]>),
+}
+
 impl BpeParts {
-    /// The library's model. The library cuts the prefix off each merge's
-    /// second part without looking (a part without it panics or splits a
-    /// character there): such a merge is refused first, naming it.
-    fn build(self) -> Result<(Model, Option<ByteMerges>), Refused> {
+    /// A model read hashed, whose library model can wait: a byte-level
+    /// model (no prefix, suffix or dropout) with a vocabulary the table
+    /// answers exactly.
+    fn lazy(self) -> Option<Lazy> {
+        let (VocabRead::Table(table), MergesRead::Hashes(hashes)) = (self.vocab, self.merges)
+        else {
+            return None;
+        };
+        if self.prefix.is_some() || self.suffix || self.dropout || table.clash {
+            return None;
+        }
+        Some(Lazy {
+            table,
+            hashes,
+            ignore_merges: self.ignore_merges,
+        })
+    }
+
+    /// The library's model, from parts read with strings. The library cuts
+    /// the prefix off each merge's second part without looking (a part
+    /// without it panics or splits a character there): such a merge is
+    /// refused first, naming it.
+    fn eager(self) -> Result<BPE, Refused> {
+        let (VocabRead::Strings(vocab), MergesRead::Strings(merges)) = (self.vocab, self.merges)
+        else {
+            return Err(Refused::AskLibrary("a model read hashed".into()));
+        };
         if let Some(prefix) = &self.prefix
-            && let Some((a, b)) = self
-                .merges
-                .iter()
-                .find(|(_, b)| !b.starts_with(prefix.as_str()))
+            && let Some((a, b)) = merges.iter().find(|(_, b)| !b.starts_with(prefix.as_str()))
         {
             return Err(Refused::Invalid(format!(
                 "the merge \"{a} {b}\" does not have the model's continuing_subword_prefix {prefix:?} on its second part"
@@ -203,41 +312,25 @@ impl BpeParts {
         // The tokenizer's pieces are remembered by the caller (per thread,
         // before the model is asked), so the model's own cache of words
         // would only be filled, never hit: it is off.
-        let plain = self.prefix.is_none() && !self.suffix && !self.dropout && !self.clash;
-        let BpeParts {
-            builder,
-            vocab,
-            merges,
-            hashes,
-            merge_hashes,
-            ignore_merges,
-            ..
-        } = self;
-        // Every merge's tokens are in the vocabulary (else no ByteMerges),
-        // so the library would build this model: it is built when needed.
-        if plain && let Some(ours) = ByteMerges::new(&hashes, &merge_hashes, ignore_merges) {
-            let ours = ours.with_bytes(|token| vocab.get(token).copied());
-            return Ok((
-                Model::Lazy(Box::new(LazyBpe::new(builder, vocab, merges))),
-                Some(ours),
-            ));
-        }
-        let bpe = builder
+        self.builder
             .vocab_and_merges(vocab, merges)
             .cache_capacity(0)
             .build()
-            .map_err(|e| Refused::AskLibrary(e.to_string()))?;
-        Ok((Model::Library(Box::new(ModelWrapper::BPE(bpe))), None))
+            .map_err(|e| Refused::AskLibrary(e.to_string()))
     }
 }
 
-impl<'de> Deserialize<'de> for BpeParts {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<BpeParts, D::Error> {
-        d.deserialize_map(BpeVisitor)
-    }
+struct BpeVisitor {
+    hashed: bool,
 }
 
-struct BpeVisitor;
+impl<'de> DeserializeSeed<'de> for BpeVisitor {
+    type Value = BpeParts;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<BpeParts, D::Error> {
+        d.deserialize_map(self)
+    }
+}
 
 impl<'de> Visitor<'de> for BpeVisitor {
     type Value = BpeParts;
@@ -249,8 +342,8 @@ impl<'de> Visitor<'de> for BpeVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<BpeParts, A::Error> {
         let mut builder = BpeBuilder::new();
         let mut typed = false;
-        let mut vocab: Option<HashedVocab> = None;
-        let mut merges: Option<Merges> = None;
+        let mut vocab: Option<VocabRead> = None;
+        let mut merges: Option<MergesRead> = None;
         let mut prefix: Option<String> = None;
         let (mut suffix, mut dropout, mut ignore_merges) = (false, false, false);
         while let Some(key) = map.next_key::<String>()? {
@@ -301,8 +394,16 @@ impl<'de> Visitor<'de> for BpeVisitor {
                         builder = builder.ignore_merges(b);
                     }
                 }
-                "vocab" => vocab = Some(map.next_value::<HashedVocab>()?),
-                "merges" => merges = Some(map.next_value()?),
+                "vocab" if self.hashed => {
+                    vocab = Some(VocabRead::Table(map.next_value_seed(Seed(TableVisitor))?))
+                }
+                "vocab" => vocab = Some(VocabRead::Strings(map.next_value()?)),
+                "merges" if self.hashed => {
+                    merges = Some(MergesRead::Hashes(
+                        map.next_value_seed(Seed(HashedMergesVisitor))?,
+                    ))
+                }
+                "merges" => merges = Some(MergesRead::Strings(map.next_value::<Merges>()?.0)),
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -312,9 +413,7 @@ impl<'de> Visitor<'de> for BpeVisitor {
         if !typed {
             return Err(A::Error::custom("a model without its type"));
         }
-        let (Some(HashedVocab(vocab, hashes, clash)), Some(Merges(merges, merge_hashes))) =
-            (vocab, merges)
-        else {
+        let (Some(vocab), Some(merges)) = (vocab, merges) else {
             return Err(A::Error::custom("missing vocab or merges"));
         };
         Ok(BpeParts {
@@ -322,9 +421,6 @@ impl<'de> Visitor<'de> for BpeVisitor {
             vocab,
             merges,
             prefix,
-            hashes,
-            clash,
-            merge_hashes,
             suffix,
             dropout,
             ignore_merges,
@@ -332,45 +428,20 @@ impl<'de> Visitor<'de> for BpeVisitor {
     }
 }
 
-/// A model's `vocab` as the library reads it (a token listed twice keeps
-/// its last id), with each token's [`token_hash`] to its id, and whether
-/// an entry found its hash taken (by itself, listed twice, or another
-/// token).
-struct HashedVocab(Vocab, rustc_hash::FxHashMap<u64, u32>, bool);
+/// A visitor as a seed (for a value read in place of a type's own).
+struct Seed<V>(V);
 
-impl<'de> Deserialize<'de> for HashedVocab {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<HashedVocab, D::Error> {
-        d.deserialize_map(HashedVocabVisitor)
-    }
-}
+impl<'de, V: Visitor<'de>> DeserializeSeed<'de> for Seed<V> {
+    type Value = V::Value;
 
-struct HashedVocabVisitor;
-
-impl<'de> Visitor<'de> for HashedVocabVisitor {
-    type Value = HashedVocab;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a vocabulary of tokens and ids")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<HashedVocab, A::Error> {
-        let n = map.size_hint().unwrap_or(0);
-        let mut vocab = Vocab::with_capacity(n);
-        let mut hashes = rustc_hash::FxHashMap::with_capacity_and_hasher(n, Default::default());
-        let mut clash = false;
-        while let Some((token, id)) = map.next_entry::<String, u32>()? {
-            clash |= hashes
-                .insert(token_hash(HASH_START, token.as_bytes()), id)
-                .is_some();
-            vocab.insert(token, id);
-        }
-        Ok(HashedVocab(vocab, hashes, clash))
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<V::Value, D::Error> {
+        d.deserialize_any(self.0)
     }
 }
 
 /// The merges, in either of the library's forms: all `"a b"` strings (the
 /// legacy form, `#version` lines left out) or all `["a", "b"]` pairs.
-struct Merges(Vec<(String, String)>, Vec<[u64; 3]>);
+struct Merges(Vec<(String, String)>);
 
 impl<'de> Deserialize<'de> for Merges {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Merges, D::Error> {
@@ -389,24 +460,19 @@ impl<'de> Visitor<'de> for MergesVisitor {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Merges, A::Error> {
         let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        let mut hashes = Vec::with_capacity(out.capacity());
         let mut legacy = None;
         while let Some(item) = seq.next_element::<Merge>()? {
             let is_legacy = matches!(item, Merge::Legacy(_));
             if *legacy.get_or_insert(is_legacy) != is_legacy {
                 return Err(A::Error::custom("merges of both forms"));
             }
-            let (a, b) = match item {
-                Merge::Pair(a, b) => (a, b),
-                Merge::Legacy(None) => continue,
-                Merge::Legacy(Some(pair)) => pair,
-            };
-            let left = token_hash(HASH_START, a.as_bytes());
-            let right = token_hash(HASH_START, b.as_bytes());
-            hashes.push([left, right, token_hash(left, b.as_bytes())]);
-            out.push((a, b));
+            match item {
+                Merge::Pair(a, b) => out.push((a, b)),
+                Merge::Legacy(None) => {}
+                Merge::Legacy(Some(pair)) => out.push(pair),
+            }
         }
-        Ok(Merges(out, hashes))
+        Ok(Merges(out))
     }
 }
 
@@ -489,6 +555,23 @@ mod tests {
         let all = lib.get_vocab(false).values().copied().max();
         assert_eq!(parsed.model_max, all, "{what}: the model's largest id");
         let fast = parsed.inner;
+        // A lazy model answers from the vocabulary as read, before the
+        // library's model is built (by `summary`).
+        for with_added in [false, true] {
+            assert_eq!(
+                fast.get_vocab(with_added),
+                lib.get_vocab(with_added),
+                "{what}: the vocabulary"
+            );
+            assert_eq!(
+                fast.get_vocab_size(with_added),
+                lib.get_vocab_size(with_added)
+            );
+        }
+        for (token, id) in lib.get_vocab(true) {
+            assert_eq!(fast.token_to_id(&token), Some(id), "{what}: {token:?}");
+        }
+        assert_eq!(fast.token_to_id("<no such token>"), None);
         assert_eq!(summary(&fast), summary(&lib), "{what}");
         for text in texts {
             let a = fast

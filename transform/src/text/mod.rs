@@ -16,6 +16,8 @@ use crate::chat::{ChatTemplate, Rendered};
 mod bpe;
 mod load;
 mod model;
+mod pieces;
+mod vocab;
 
 /// The tokenizer library and its exact version (pinned in Cargo.toml; a
 /// test checks the lock file agrees). Token ids have changed between
@@ -232,7 +234,7 @@ const PIECES_MAX: usize = 1 << 18;
 struct Pieces {
     /// The tokenizer it is for.
     id: u64,
-    ids: rustc_hash::FxHashMap<String, Vec<u32>>,
+    ids: pieces::PieceCache,
     searchers: Option<crate::pretok::Searchers>,
 }
 
@@ -486,7 +488,7 @@ impl Tokenizer {
                 } else {
                     let new = model_ids(inner, piece)?;
                     out.extend_from_slice(&new);
-                    ids.insert(piece.to_string(), new);
+                    ids.insert(piece, &new);
                 }
             }
             Ok(())
@@ -515,14 +517,14 @@ fn direct_ids(
     patterns: &[crate::pretok::FastPattern],
     searchers: &mut crate::pretok::Searchers,
     text: &str,
-    cache: &mut rustc_hash::FxHashMap<String, Vec<u32>>,
+    cache: &mut pieces::PieceCache,
     mapped: &mut String,
     out: &mut Vec<u32>,
 ) -> tokenizers::Result<()> {
     let mut pieces = Vec::new();
     crate::pretok::split_pieces(patterns, searchers, text, &mut pieces);
     for p in &pieces {
-        if let Some(ids) = cache.get(*p) {
+        if let Some(ids) = cache.get(p) {
             out.extend_from_slice(ids);
             continue;
         }
@@ -538,7 +540,7 @@ fn direct_ids(
             }
         };
         out.extend_from_slice(&ids);
-        cache.insert(p.to_string(), ids);
+        cache.insert(p, &ids);
     }
     Ok(())
 }

@@ -13,12 +13,14 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use tokenizers::models::TrainerWrapper;
-use tokenizers::models::bpe::{BPE, BpeBuilder, BpeTrainer, Vocab};
+use tokenizers::models::bpe::{BPE, BpeTrainer};
 use tokenizers::{ModelWrapper, Token};
+
+use super::vocab::TokenTable;
 
 /// A tokenizer's model.
 pub(super) enum Model {
@@ -28,39 +30,32 @@ pub(super) enum Model {
     Lazy(Box<LazyBpe>),
 }
 
-/// The library's builder with a model's options, and its merges.
-type Parts = (BpeBuilder, Vec<(String, String)>);
-
-/// A BPE model's vocabulary, and its parts until the library's model is
-/// built from them.
+/// A BPE model's vocabulary, and the file it came from until the
+/// library's model is built from it.
 pub(super) struct LazyBpe {
-    vocab: Vocab,
-    parts: Mutex<Option<Parts>>,
+    table: Arc<TokenTable>,
+    file: Box<[u8]>,
     built: OnceLock<Result<BPE, String>>,
 }
 
 impl LazyBpe {
-    /// A model whose options are in `builder` (the caller has checked that
-    /// the library would build it: every merge's tokens are in `vocab`).
-    pub(super) fn new(builder: BpeBuilder, vocab: Vocab, merges: Vec<(String, String)>) -> Self {
+    /// A model whose vocabulary is `table`, read from `file` (the caller
+    /// has checked that the library would build it: every merge's tokens
+    /// are in the vocabulary).
+    pub(super) fn new(table: Arc<TokenTable>, file: &[u8]) -> Self {
         LazyBpe {
-            vocab,
-            parts: Mutex::new(Some((builder, merges))),
+            table,
+            file: file.into(),
             built: OnceLock::new(),
         }
     }
 
-    /// The library's model, built by the first caller.
+    /// The library's model, built by the first caller from the file read
+    /// again with strings.
     fn model(&self) -> tokenizers::Result<&BPE> {
-        let built = self.built.get_or_init(|| {
-            let parts = self.parts.lock().ok().and_then(|mut p| p.take());
-            let (builder, merges) = parts.ok_or("the model's parts are gone")?;
-            builder
-                .vocab_and_merges(self.vocab.clone(), merges)
-                .cache_capacity(0)
-                .build()
-                .map_err(|e| e.to_string())
-        });
+        let built = self
+            .built
+            .get_or_init(|| super::load::eager_model(&self.file).map_err(|e| e.to_string()));
         built.as_ref().map_err(|e| e.clone().into())
     }
 }
@@ -78,7 +73,7 @@ impl tokenizers::Model for Model {
     fn token_to_id(&self, token: &str) -> Option<u32> {
         match self {
             Model::Library(m) => m.token_to_id(token),
-            Model::Lazy(b) => b.vocab.get(token).copied(),
+            Model::Lazy(b) => b.table.get(token),
         }
     }
 
@@ -92,14 +87,14 @@ impl tokenizers::Model for Model {
     fn get_vocab(&self) -> HashMap<String, u32> {
         match self {
             Model::Library(m) => m.get_vocab(),
-            Model::Lazy(b) => b.vocab.iter().map(|(t, id)| (t.clone(), *id)).collect(),
+            Model::Lazy(b) => b.table.iter().map(|(t, id)| (t.to_string(), id)).collect(),
         }
     }
 
     fn get_vocab_size(&self) -> usize {
         match self {
             Model::Library(m) => m.get_vocab_size(),
-            Model::Lazy(b) => b.vocab.len(),
+            Model::Lazy(b) => b.table.len(),
         }
     }
 
@@ -141,7 +136,7 @@ impl std::fmt::Debug for Model {
             Model::Library(m) => m.fmt(f),
             Model::Lazy(b) => f
                 .debug_struct("LazyBpe")
-                .field("vocab_size", &b.vocab.len())
+                .field("vocab_size", &b.table.len())
                 .field("built", &b.built.get().is_some())
                 .finish(),
         }
