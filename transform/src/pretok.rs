@@ -88,12 +88,27 @@ impl PreTok {
 /// engine's cache of each. A search without one takes a cache from the
 /// engine's shared pool and gives it back, a lock for every thread but the
 /// first (measured: 5% of tokenizing with 2 threads).
-pub struct Searchers(Vec<regex_automata::meta::Cache>);
+pub struct Searchers(Vec<Caches>);
+
+/// One pattern's search caches: the engine's, and its forward lazy DFA's
+/// for the anchored searches done here.
+pub struct Caches {
+    meta: regex_automata::meta::Cache,
+    dfa: Option<regex_automata::hybrid::dfa::Cache>,
+}
 
 impl Searchers {
     /// Fresh caches for `patterns`.
     pub fn new(patterns: &[FastPattern]) -> Searchers {
-        Searchers(patterns.iter().map(|p| p.all.create_cache()).collect())
+        Searchers(
+            patterns
+                .iter()
+                .map(|p| Caches {
+                    meta: p.all.create_cache(),
+                    dfa: p.dfa.as_ref().map(|d| d.create_cache()),
+                })
+                .collect(),
+        )
     }
 }
 
@@ -158,6 +173,10 @@ pub struct FastPattern {
     ascii_starts: [bool; 128],
     /// `^(?:PREFIX)`, when the pattern had the suffix.
     prefix: Option<regex::Regex>,
+    /// `all`'s forward lazy DFA, for anchored searches without the
+    /// engine's dispatch (most pieces are a few bytes, so the cost of a
+    /// search is mostly its setup).
+    dfa: Option<Box<regex_automata::hybrid::dfa::DFA>>,
 }
 
 impl FastPattern {
@@ -177,6 +196,9 @@ impl FastPattern {
         };
         Some(FastPattern {
             ascii_starts: ascii_starts(&all),
+            dfa: regex_automata::hybrid::dfa::DFA::new(&all)
+                .ok()
+                .map(Box::new),
             all: regex_automata::meta::Regex::new(&all).ok()?,
             prefix,
         })
@@ -187,7 +209,7 @@ impl FastPattern {
     /// searching with `cache` (the engine's pool without one).
     fn each_split(
         &self,
-        mut cache: Option<&mut regex_automata::meta::Cache>,
+        mut cache: Option<&mut Caches>,
         text: &str,
         mut f: impl FnMut(usize, usize, bool),
     ) {
@@ -232,14 +254,20 @@ impl FastPattern {
     /// leftmost start, then the same preference among matches there).
     fn find_at(
         &self,
-        mut cache: Option<&mut regex_automata::meta::Cache>,
+        mut cache: Option<&mut Caches>,
         text: &str,
         at: usize,
     ) -> Option<regex_automata::Match> {
         use regex_automata::{Anchored, Input};
+        if let (Some(dfa), Some(Caches { dfa: Some(c), .. })) = (&self.dfa, cache.as_deref_mut())
+            && let Ok(Some(end)) = anchored_end(dfa, c, text, at)
+            && end > at
+        {
+            return Some(regex_automata::Match::must(0, at..end));
+        }
         let input = Input::new(text).range(at..);
         let mut find = |input: &Input| match cache.as_deref_mut() {
-            Some(c) => self.all.search_with(c, input),
+            Some(c) => self.all.search_with(&mut c.meta, input),
             None => self.all.search(input),
         };
         match find(&input.clone().anchored(Anchored::Yes)) {
@@ -267,6 +295,43 @@ impl FastPattern {
         }
         end - last.len_utf8()
     }
+}
+
+/// The end of the leftmost-first match of `dfa` anchored at `at` in
+/// `text`, if there is one (it may be empty); an error when the lazy DFA
+/// cannot answer (the caller then asks the engine). The DFA reports a
+/// match one byte late: a match state entered on the byte at `i` means a
+/// match ending at `i`; the search runs until the DFA dies, and the last
+/// match seen is the leftmost-first one.
+fn anchored_end(
+    dfa: &regex_automata::hybrid::dfa::DFA,
+    cache: &mut regex_automata::hybrid::dfa::Cache,
+    text: &str,
+    at: usize,
+) -> Result<Option<usize>, ()> {
+    use regex_automata::{Anchored, Input};
+    let input = Input::new(text).range(at..).anchored(Anchored::Yes);
+    let mut sid = dfa.start_state_forward(cache, &input).map_err(|_| ())?;
+    let mut last = None;
+    for (i, &b) in text.as_bytes().iter().enumerate().skip(at) {
+        sid = dfa.next_state(cache, sid, b).map_err(|_| ())?;
+        if sid.is_tagged() {
+            if sid.is_match() {
+                last = Some(i);
+            } else if sid.is_dead() {
+                return Ok(last);
+            } else if sid.is_quit() || sid.is_unknown() {
+                return Err(());
+            }
+        }
+    }
+    sid = dfa.next_eoi_state(cache, sid).map_err(|_| ())?;
+    if sid.is_match() {
+        last = Some(text.len());
+    } else if sid.is_quit() || sid.is_unknown() {
+        return Err(());
+    }
+    Ok(last)
 }
 
 /// Per ASCII byte, whether a match of `pattern` can start with it: the
