@@ -50,6 +50,12 @@ impl LazyBpe {
         }
     }
 
+    /// Whether the library's model has been built.
+    #[cfg(test)]
+    pub(super) fn is_built(&self) -> bool {
+        self.built.get().is_some()
+    }
+
     /// The library's model, built by the first caller from the file read
     /// again with strings.
     fn model(&self) -> tokenizers::Result<&BPE> {

@@ -84,3 +84,49 @@ fn the_largest_id_is_the_largest_of_the_whole_vocabulary() {
 fn the_lock_file_has_the_recorded_library_version() {
     crate::test_support::assert_locked(TOKENIZERS_LIBRARY);
 }
+
+/// The speed of a build rests on this: a byte-level file's text, special
+/// tokens and long runs included, is encoded without the library's model
+/// object, whose build takes longer than the rest of reading the file.
+#[test]
+fn encoding_byte_level_text_never_builds_the_librarys_model() {
+    let bytes = litellm_tokenizer("deepseek_tokenizer.json");
+    let step = Tokenize {
+        eos: Some("<｜end▁of▁sentence｜>".into()),
+        ..Default::default()
+    };
+    let tok = Tokenizer::from_bytes(&bytes, &step).expect("the tokenizer");
+    let Backend::Library(inner) = &tok.backend else {
+        panic!("a tokenizer.json has the library's backend");
+    };
+    let model_built = || match inner.get_model() {
+        model::Model::Lazy(lazy) => lazy.is_built(),
+        model::Model::Library(_) => true,
+    };
+    assert!(!model_built(), "built while reading the file");
+    let long = " ".repeat(1000) + &"ab".repeat(500);
+    for text in [
+        include_str!("mod.rs"),
+        "東京は日本の首都です。😀👩‍💻 café",
+        &long,
+        "before <｜end▁of▁sentence｜> after",
+        "",
+    ] {
+        let ids = tok.encode(text).expect("ids");
+        assert_eq!(ids.last(), tok.eos.as_ref(), "{:.40}", text);
+    }
+    assert!(!model_built(), "built while encoding");
+    // Something that needs it builds it, and gets the same ids.
+    use tokenizers::Model;
+    let by_library: Vec<u32> = inner
+        .get_model()
+        .tokenize("Ġhello")
+        .expect("the library's model")
+        .iter()
+        .map(|t| t.id)
+        .collect();
+    assert!(model_built());
+    let mut want = by_library;
+    want.extend(tok.eos);
+    assert_eq!(tok.encode(" hello").expect("ids"), want);
+}
