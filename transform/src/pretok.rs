@@ -85,7 +85,7 @@ impl PreTok {
 }
 
 /// One thread's search state for a list of split patterns: the regex
-/// engine's cache of each. A search without one takes a cache from the
+/// engine's cache of each, and its lazy DFA's. A search without one takes a cache from the
 /// engine's shared pool and gives it back, a lock for every thread but the
 /// first (measured: 5% of tokenizing with 2 threads).
 pub struct Searchers(Vec<Caches>);
@@ -194,11 +194,12 @@ impl FastPattern {
             // crate refuses look-around).
             None => (pattern.to_string(), None),
         };
+        let dfa = regex_automata::hybrid::dfa::DFA::new(&all)
+            .ok()
+            .map(Box::new);
         Some(FastPattern {
-            ascii_starts: ascii_starts(&all),
-            dfa: regex_automata::hybrid::dfa::DFA::new(&all)
-                .ok()
-                .map(Box::new),
+            ascii_starts: ascii_starts(dfa.as_deref()),
+            dfa,
             all: regex_automata::meta::Regex::new(&all).ok()?,
             prefix,
         })
@@ -334,15 +335,15 @@ fn anchored_end(
     Ok(last)
 }
 
-/// Per ASCII byte, whether a match of `pattern` can start with it: the
-/// byte does not take the pattern's lazy DFA from its anchored start to
-/// the dead state (a non-empty match starting with it would leave the DFA
-/// alive). Every byte, when the DFA cannot be built or gives up.
-fn ascii_starts(pattern: &str) -> [bool; 128] {
-    use regex_automata::hybrid::dfa::DFA;
+/// Per ASCII byte, whether a match of the pattern of `dfa` (its forward
+/// lazy DFA) can start with it: the byte does not take the DFA from its
+/// anchored start to the dead state (a non-empty match starting with it
+/// would leave the DFA alive). Every byte, when there is no DFA or it
+/// gives up.
+fn ascii_starts(dfa: Option<&regex_automata::hybrid::dfa::DFA>) -> [bool; 128] {
     use regex_automata::{Anchored, Input};
     let all = [true; 128];
-    let Ok(dfa) = DFA::new(pattern) else {
+    let Some(dfa) = dfa else {
         return all;
     };
     let mut cache = dfa.create_cache();

@@ -45,8 +45,8 @@ impl ByteMerges {
     /// of the merged token, in rank order. `None` when a merge names a
     /// token that is not there (the library's build reports that; a text
     /// that is not a token but shares a token's hash would pass, one chance
-    /// in 2^64 / 128,000 per lookup). Each byte's token is set by
-    /// [`ByteMerges::with_bytes`].
+    /// in 2^64 / 128,000 per lookup). Each byte's token is the table's id
+    /// of its byte-level character.
     pub(super) fn new(
         table: &super::vocab::TokenTable,
         merges: &[[u64; 3]],
@@ -64,22 +64,15 @@ impl ByteMerges {
                 (u64::from(rank) << 32) | u64::from(merged),
             );
         }
+        let mut byte_ids = [NONE; 256];
+        for (id, c) in byte_ids.iter_mut().zip(crate::pretok::byte_chars()) {
+            *id = table.get(c.encode_utf8(&mut [0u8; 4])).unwrap_or(NONE);
+        }
         Some(ByteMerges {
-            byte_ids: [NONE; 256],
+            byte_ids,
             merges: map,
             ignore_merges,
         })
-    }
-
-    /// Sets each byte's token from `token_id` (the library model's lookup)
-    /// of its byte-level character.
-    pub(super) fn with_bytes(mut self, token_id: impl Fn(&str) -> Option<u32>) -> ByteMerges {
-        let chars = crate::pretok::byte_chars();
-        for (id, c) in self.byte_ids.iter_mut().zip(chars) {
-            let mut utf8 = [0u8; 4];
-            *id = token_id(c.encode_utf8(&mut utf8)).unwrap_or(NONE);
-        }
-        self
     }
 
     /// Appends the ids of `piece` (raw bytes) to `out`, or returns `false`
@@ -216,7 +209,7 @@ fn pair_key(left: u32, right: u32) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Inner, load, merged_ids, model_ids};
+    use super::super::{Inner, load, merge_into, model_ids};
     use crate::pretok::{Searchers, map_bytes, split_pieces};
 
     /// The library model's ids for a raw piece, and ours (`None`: left to
@@ -227,7 +220,8 @@ mod tests {
         piece: &str,
     ) -> (Vec<u32>, Option<Vec<u32>>) {
         let mut mapped = String::new();
-        let ours = merged_ids(inner, merges, piece, &mut mapped);
+        let mut ours = Vec::new();
+        let ours = merge_into(inner, merges, piece, &mut mapped, &mut ours).then_some(ours);
         map_bytes(piece, &mut mapped);
         (model_ids(inner, &mapped).expect("the library's ids"), ours)
     }

@@ -97,16 +97,13 @@ pub(super) fn fast(bytes: &[u8]) -> Result<Parsed, Refused> {
             hashes,
             ignore_merges,
         } = lazy;
-        let model_max = table.iter().map(|(_, id)| id).max();
+        let model_max = table.max_id();
         let table = std::sync::Arc::new(table);
         // The merges are resolved on a second thread while the tokenizer
         // is assembled here (the split patterns compiled, the added
         // tokens indexed).
         let (inner, ours) = std::thread::scope(|s| {
-            let resolve = || {
-                ByteMerges::new(&table, &hashes, ignore_merges)
-                    .map(|m| m.with_bytes(|token| table.get(token)))
-            };
+            let resolve = || ByteMerges::new(&table, &hashes, ignore_merges);
             let worker = std::thread::Builder::new().spawn_scoped(s, resolve).ok();
             let model = Model::Lazy(Box::new(LazyBpe::new(table.clone(), bytes)));
             let inner = assemble(builder, model, tokens);
@@ -130,7 +127,7 @@ pub(super) fn fast(bytes: &[u8]) -> Result<Parsed, Refused> {
     let model = model.ok_or_else(|| ask(&"no model"))?;
     let model_max = match &model.vocab {
         VocabRead::Strings(v) => v.values().copied().max(),
-        VocabRead::Table(t) => t.iter().map(|(_, id)| id).max(),
+        VocabRead::Table(t) => t.max_id(),
     };
     let bpe = model.eager()?;
     let model = Model::Library(Box::new(ModelWrapper::BPE(bpe)));

@@ -528,40 +528,35 @@ fn direct_ids(
             out.extend_from_slice(ids);
             continue;
         }
-        let ids = match merges {
-            Some(m) => merged_ids(inner, m, p, mapped),
-            None => None,
-        };
-        let ids = match ids {
-            Some(ids) => ids,
-            None => {
-                crate::pretok::map_bytes(p, mapped);
-                model_ids(inner, mapped)?
-            }
-        };
-        out.extend_from_slice(&ids);
-        cache.insert(p, &ids);
+        let start = out.len();
+        if !merges.is_some_and(|m| merge_into(inner, m, p, mapped, out)) {
+            crate::pretok::map_bytes(p, mapped);
+            out.extend(model_ids(inner, mapped)?);
+        }
+        cache.insert(p, &out[start..]);
     }
     Ok(())
 }
 
-/// The ids of a raw piece by [`bpe::ByteMerges`], or `None` when the
-/// piece is the library's to encode.
-fn merged_ids(
+/// Appends the ids of a raw piece by [`bpe::ByteMerges`] to `out`, or
+/// returns `false` and appends nothing when the piece is the library's to
+/// encode.
+fn merge_into(
     inner: &Inner,
     merges: &bpe::ByteMerges,
     piece: &str,
     mapped: &mut String,
-) -> Option<Vec<u32>> {
+    out: &mut Vec<u32>,
+) -> bool {
     use tokenizers::Model;
     if merges.ignore_merges {
         crate::pretok::map_bytes(piece, mapped);
         if let Some(id) = inner.get_model().token_to_id(mapped) {
-            return Some(vec![id]);
+            out.push(id);
+            return true;
         }
     }
-    let mut ids = Vec::new();
-    merges.encode(piece.as_bytes(), &mut ids).then_some(ids)
+    merges.encode(piece.as_bytes(), out)
 }
 
 /// The first characters of the added tokens that can match (the special

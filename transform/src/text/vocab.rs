@@ -20,8 +20,8 @@ use super::bpe::{HASH_START, token_hash};
 #[derive(Default)]
 pub(super) struct TokenTable {
     text: String,
-    /// Per distinct token: where its text is in `text`, and its id.
-    entries: Vec<(u32, u32, u32)>,
+    /// Per distinct token: where its text is in `text`.
+    entries: Vec<(u32, u32)>,
     /// [`token_hash`] of a token's text to its entry (high half) and id
     /// (low half): a lookup by hash reads no entry.
     index: FxHashMap<u64, u64>,
@@ -42,9 +42,7 @@ impl TokenTable {
         match self.index.entry(token_hash(HASH_START, token.as_bytes())) {
             Entry::Occupied(mut e) => {
                 let at = *e.get() >> 32;
-                let entry = &mut self.entries[at as usize];
-                if self.text[entry.0 as usize..][..entry.1 as usize] == *token {
-                    entry.2 = id;
+                if text_at(&self.text, &self.entries, at) == token {
                     e.insert((at << 32) | u64::from(id));
                 } else {
                     self.clash = true;
@@ -52,7 +50,7 @@ impl TokenTable {
             }
             Entry::Vacant(v) => {
                 v.insert(((self.entries.len() as u64) << 32) | u64::from(id));
-                self.entries.push((start, len, id));
+                self.entries.push((start, len));
                 self.text.push_str(token);
             }
         }
@@ -60,9 +58,9 @@ impl TokenTable {
 
     /// The id of `token`.
     pub(super) fn get(&self, token: &str) -> Option<u32> {
-        let at = *self.index.get(&token_hash(HASH_START, token.as_bytes()))? >> 32;
-        let (text, id) = self.entry(at as u32);
-        (text == token).then_some(id)
+        let v = *self.index.get(&token_hash(HASH_START, token.as_bytes()))?;
+        // The high half is the entry, the low half the id.
+        (self.text_of(v >> 32) == token).then_some(v as u32)
     }
 
     /// The id of the token whose [`token_hash`] is `hash`. Exact for the
@@ -73,9 +71,8 @@ impl TokenTable {
         self.index.get(&hash).map(|&v| v as u32)
     }
 
-    fn entry(&self, e: u32) -> (&str, u32) {
-        let (start, len, id) = self.entries[e as usize];
-        (&self.text[start as usize..][..len as usize], id)
+    fn text_of(&self, entry: u64) -> &str {
+        text_at(&self.text, &self.entries, entry)
     }
 
     /// How many distinct tokens.
@@ -85,8 +82,21 @@ impl TokenTable {
 
     /// Every token and its id.
     pub(super) fn iter(&self) -> impl Iterator<Item = (&str, u32)> {
-        (0..self.entries.len() as u32).map(|e| self.entry(e))
+        self.index
+            .values()
+            .map(|&v| (self.text_of(v >> 32), v as u32))
     }
+
+    /// The largest id.
+    pub(super) fn max_id(&self) -> Option<u32> {
+        self.index.values().map(|&v| v as u32).max()
+    }
+}
+
+/// The text of `entry` of `entries` in `text`.
+fn text_at<'a>(text: &'a str, entries: &[(u32, u32)], entry: u64) -> &'a str {
+    let (start, len) = entries[entry as usize];
+    &text[start as usize..][..len as usize]
 }
 
 /// Reads a `vocab` object into a [`TokenTable`].
