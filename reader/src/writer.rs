@@ -1,13 +1,13 @@
 //! Writing shard sets. The compiler encodes rows into records and hands them
 //! here, so the writer and the reader share one definition of the format.
 
-use crate::durable::{hash_reader, sync_dir, write_atomic};
+use crate::durable::{ChunkedWriter, hash_reader, sync_dir, write_atomic};
 use crate::error::{Error, Result};
 use crate::header::{HEADER_LEN, ShardHeader};
 use crate::layout::RecordLayout;
 use crate::manifest::{Compression, MANIFEST_FILE, Manifest, ShardInfo, SplitInfo};
 use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// Writes one shard file: header, then records, then a patched header with the
@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 pub struct ShardWriter {
     path: PathBuf,
     file_name: String,
-    out: BufWriter<File>,
+    /// Whole 2 MiB pieces (see [`ChunkedWriter`]): the shard's cached pages
+    /// can then be mapped as huge pages when it is read.
+    out: ChunkedWriter<File>,
     stride: u64,
     layout_digest: [u8; 32],
     rows: u64,
@@ -31,7 +33,7 @@ impl ShardWriter {
             .create_new(true)
             .open(&path)
             .map_err(|e| Error::io(&path, e))?;
-        let mut out = BufWriter::with_capacity(1 << 20, file);
+        let mut out = ChunkedWriter::new(file);
         let header = ShardHeader {
             stride: layout.stride,
             rows: 0,
@@ -87,10 +89,7 @@ impl ShardWriter {
     /// entry (with the blake3 of the whole file).
     pub fn finish(self) -> Result<ShardInfo> {
         let path = self.path;
-        let mut file = self
-            .out
-            .into_inner()
-            .map_err(|e| Error::io(&path, e.into_error()))?;
+        let mut file = self.out.into_inner().map_err(|e| Error::io(&path, e))?;
         let header = ShardHeader {
             stride: self.stride,
             rows: self.rows,

@@ -90,6 +90,7 @@ impl Dataset {
             // (docs/FORMAT.md, "Immutability"). The size was checked above,
             // and every access below goes through bounds-checked slices.
             let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(&path, e))?;
+            huge_pages(&map);
             check_shard_header(&map, &path, stride, info.rows, &digest)?;
             maps.push(map);
         }
@@ -175,4 +176,16 @@ fn read_manifest(path: &Path) -> Result<Vec<u8>> {
         .read_to_end(&mut bytes)
         .map_err(|e| Error::io(path, e))?;
     Ok(bytes)
+}
+
+/// Asks for huge pages where the kernel can give them: pages read from disk
+/// into this map then arrive in 2 MiB folios, mapped through one page-table
+/// entry each (fewer TLB misses when copying records out; see
+/// `durable::chunked`). Only a hint: a kernel or file system that cannot
+/// refuses it, and nothing changes.
+pub(crate) fn huge_pages(map: &Mmap) {
+    #[cfg(target_os = "linux")]
+    let _ = map.advise(memmap2::Advice::HugePage);
+    #[cfg(not(target_os = "linux"))]
+    let _ = map;
 }

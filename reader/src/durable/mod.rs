@@ -22,18 +22,24 @@
 //!   ([`parse_size`]): `MB` is 1,000,000 bytes and `MiB` (or `M`)
 //!   1,048,576, in a spec, on the command line and in the environment.
 //!
+//! - [`chunked`]: a file that will be memory-mapped is written in whole,
+//!   aligned 2 MiB pieces ([`ChunkedWriter`]), so its cached pages can be
+//!   mapped as huge pages.
+//!
 //! - [`tag_cache_dir`]: a cache directory carries a `CACHEDIR.TAG`, so
 //!   backup tools skip it.
 //!
 //! Errors name the file they are about ([`crate::Error::Io`]).
 
 pub mod atomic;
+pub mod chunked;
 pub mod hex;
 pub mod lock;
 pub mod size;
 pub mod temp;
 
 pub use atomic::{AtomicFile, move_file, sync_dir, sync_file, write_atomic};
+pub use chunked::ChunkedWriter;
 pub use hex::{HashingWriter, hash_reader, hex, is_hex_digest};
 pub use lock::{FileLock, LockKind, LockOptions, Locked, NoLocks, is_no_locks, lock, share};
 pub use size::parse_size;

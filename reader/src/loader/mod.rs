@@ -21,12 +21,13 @@
 //! - [`handoff`]: the bounded queue between a prefetch thread and the
 //!   consumer.
 //!
-//! The bytes in flight are capped: no more threads are started than have
-//! one batch each in [`IN_FLIGHT_BYTES`] ([`busy_threads`]), and each may
-//! hold `prefetch + 1` batches (queued, or being built), fewer when that
-//! many batches of this byte size would not fit [`IN_FLIGHT_BYTES`]
-//! together ([`depth`]). Large records (224x224x3 images: 9.6 MB batches
-//! of 64) then cycle two buffers, one thread's and the consumer's, that stay
+//! The bytes in flight are capped by a budget, half the last-level cache
+//! and at least [`IN_FLIGHT_BYTES`] ([`in_flight_bytes`]): no more threads
+//! are started than have one batch each in it ([`busy_threads`]), and each
+//! may hold `prefetch + 1` batches (queued, or being built), fewer when that
+//! many batches of this byte size would not fit it together ([`depth`]).
+//! With a 32 MiB cache, large records (224x224x3 images: 9.6 MB batches of
+//! 64) then cycle two buffers, one thread's and the consumer's, that stay
 //! in the cache instead of seven that do not; small ones keep every thread
 //! and the full depth.
 
@@ -115,30 +116,78 @@ impl Default for LoaderConfig {
 
 /// Bytes of batch buffers the prefetch threads together may hold in
 /// flight (queued for the consumer, or being built), when the depth asked
-/// for would hold more: half the 32 MiB L3 of the machine this was measured
-/// on, so the buffers cycled stay in the cache with the consumer's.
+/// for would hold more, on a machine whose last-level cache is unknown or
+/// small: half the 32 MiB L3 of the machine this was first measured on,
+/// so the buffers cycled stay in the cache with the consumer's.
 pub(crate) const IN_FLIGHT_BYTES: u64 = 16 << 20;
 
+/// The in-flight budget of this machine: half of its last-level cache as
+/// Linux reports it for CPU 0, but at least [`IN_FLIGHT_BYTES`]. With a
+/// large cache (260 MiB here), two threads building 9.6 MB batches of
+/// 224x224x3 images both run, where a 16 MiB budget left one: 0.75-0.78 of
+/// the 2-thread gather loop instead of 0.48 (`benches/images.py
+/// --only-read`, issue 23).
+pub(crate) fn in_flight_bytes() -> u64 {
+    static BUDGET: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *BUDGET.get_or_init(|| {
+        last_level_cache().map_or(IN_FLIGHT_BYTES, |c| (c / 2).max(IN_FLIGHT_BYTES))
+    })
+}
+
+/// Size in bytes of the highest-level cache of CPU 0 (Linux sysfs).
+fn last_level_cache() -> Option<u64> {
+    let dir = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?;
+    dir.filter_map(|e| {
+        let p = e.ok()?.path();
+        let level: u32 = std::fs::read_to_string(p.join("level"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        let size = parse_cache_size(&std::fs::read_to_string(p.join("size")).ok()?)?;
+        Some((level, size))
+    })
+    .max()
+    .map(|(_, size)| size)
+}
+
+/// A sysfs cache size (`"48K"`, `"266240K"`, `"2M"`, `"512"`) in bytes.
+fn parse_cache_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (digits, unit) = match s.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => s.split_at(i),
+        None => (s, ""),
+    };
+    let shift = match unit {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        _ => return None,
+    };
+    digits.parse::<u64>().ok()?.checked_mul(1 << shift)
+}
+
 /// Batches each of `threads` prefetch threads may hold in flight (queued,
-/// or being built): `prefetch + 1`, or as many as fit
-/// [`IN_FLIGHT_BYTES`] with batches of `batch_bytes`, but at least 1.
+/// or being built): `prefetch + 1`, or as many as fit the budget
+/// ([`in_flight_bytes`]) with batches of `batch_bytes`, but at least 1.
 /// Prefetch threads started out of the `threads` asked for, with batches
-/// of `batch_bytes`: no more than have one batch each in
-/// [`IN_FLIGHT_BYTES`], but at least one (none if none are asked for).
+/// of `batch_bytes`: no more than have one batch each in the budget
+/// ([`in_flight_bytes`]), but at least one (none if none are asked for).
 /// More threads, each with a buffer out of the cache, made two threads
 /// slower than one on 9.6 MB batches (two cores), without building more.
-pub(crate) fn busy_threads(threads: usize, batch_bytes: u64) -> usize {
-    let fit = IN_FLIGHT_BYTES / batch_bytes.max(1);
+pub(crate) fn busy_threads(threads: usize, batch_bytes: u64, budget: u64) -> usize {
+    let fit = budget / batch_bytes.max(1);
     usize::try_from(fit)
         .unwrap_or(usize::MAX)
         .max(1)
         .min(threads)
 }
 
-pub(crate) fn depth(threads: usize, prefetch: usize, batch_bytes: u64) -> usize {
+pub(crate) fn depth(threads: usize, prefetch: usize, batch_bytes: u64, budget: u64) -> usize {
     let full = prefetch.max(1) + 1;
     let all = (threads.max(1) as u64).saturating_mul(batch_bytes.max(1));
-    usize::try_from(IN_FLIGHT_BYTES / all)
+    usize::try_from(budget / all)
         .unwrap_or(usize::MAX)
         .clamp(1, full)
 }
@@ -196,7 +245,7 @@ impl Source {
 impl Loader {
     /// Checks the configuration against the dataset.
     pub fn new(ds: &Dataset, cfg: LoaderConfig) -> Result<Self> {
-        Self::from_source(Source::Set(ds.clone()), cfg)
+        Self::from_source(Source::Set(ds.clone()), cfg, in_flight_bytes())
     }
 
     /// A loader over a mixture: its epochs, batches, ranks, workers and
@@ -219,7 +268,7 @@ impl Loader {
                 mixture.shuffle()
             )));
         }
-        Self::from_source(Source::Mix(Arc::new(mixture)), cfg)
+        Self::from_source(Source::Mix(Arc::new(mixture)), cfg, in_flight_bytes())
     }
 
     /// The same loader over another mixture with the same epoch length
@@ -245,7 +294,9 @@ impl Loader {
         }
     }
 
-    fn from_source(source: Source, cfg: LoaderConfig) -> Result<Self> {
+    /// The loader of `source`, its prefetch threads and depth fitted to
+    /// `budget` bytes in flight.
+    fn from_source(source: Source, cfg: LoaderConfig, budget: u64) -> Result<Self> {
         let schedule = Schedule::new(
             source.len(),
             cfg.batch_size,
@@ -301,8 +352,8 @@ impl Loader {
                 )));
             }
         };
-        let busy = busy_threads(cfg.threads, buf_bytes);
-        let depth = depth(busy, cfg.prefetch, buf_bytes);
+        let busy = busy_threads(cfg.threads, buf_bytes, budget);
+        let depth = depth(busy, cfg.prefetch, buf_bytes, budget);
         let pool = BufPool::new(busy.max(1) * depth + 2);
         Ok(Loader {
             layout: Arc::new(source.layout().clone()),

@@ -1,7 +1,7 @@
 //! The cap on batches in flight: the depth rule, the pool it sizes, and
 //! that a capped depth changes no batch.
 
-use super::{IN_FLIGHT_BYTES, Loader, LoaderConfig, busy_threads, depth};
+use super::{IN_FLIGHT_BYTES, Loader, LoaderConfig, Source, busy_threads, depth, parse_cache_size};
 use crate::dataset::Dataset;
 use crate::dtype::DType;
 use crate::layout::{FieldSpec, RecordLayout};
@@ -47,47 +47,77 @@ fn pool_cap(l: &Loader) -> String {
 #[test]
 fn depth_follows_the_byte_budget() {
     const MIB: u64 = 1 << 20;
+    const B: u64 = IN_FLIGHT_BYTES;
     assert_eq!(IN_FLIGHT_BYTES, 16 * MIB);
     // 160-byte records in batches of 256 or 4096: the full depth.
-    assert_eq!(depth(2, 2, 160 * 256), 3);
-    assert_eq!(depth(2, 2, 160 * 4096), 3);
-    assert_eq!(depth(2, 8, 160 * 4096), 9);
+    assert_eq!(depth(2, 2, 160 * 256, B), 3);
+    assert_eq!(depth(2, 2, 160 * 4096, B), 3);
+    assert_eq!(depth(2, 8, 160 * 4096, B), 9);
     // ... but eight threads of them share 16 MiB: 3 each (5.2 MB).
-    assert_eq!(depth(8, 8, 160 * 4096), 3);
+    assert_eq!(depth(8, 8, 160 * 4096, B), 3);
     // 224x224x3 + id in batches of 16 (2.4 MB): three fit per thread.
     let image = 224 * 224 * 3 + 8;
-    assert_eq!(depth(2, 2, image * 16), 3);
-    assert_eq!(depth(2, 8, image * 16), 3);
+    assert_eq!(depth(2, 2, image * 16, B), 3);
+    assert_eq!(depth(2, 8, image * 16, B), 3);
     // ... in batches of 64 (9.6 MB): one per thread, with one or two.
-    assert_eq!(depth(2, 2, image * 64), 1);
-    assert_eq!(depth(1, 2, image * 64), 1);
+    assert_eq!(depth(2, 2, image * 64, B), 1);
+    assert_eq!(depth(1, 2, image * 64, B), 1);
     // 4 MiB batches: 16 MiB hold 4, shared by the threads.
-    assert_eq!(depth(1, 8, 4 * MIB), 4);
-    assert_eq!(depth(2, 8, 4 * MIB), 2);
-    assert_eq!(depth(4, 8, 4 * MIB), 1);
+    assert_eq!(depth(1, 8, 4 * MIB, B), 4);
+    assert_eq!(depth(2, 8, 4 * MIB, B), 2);
+    assert_eq!(depth(4, 8, 4 * MIB, B), 1);
     // No thread counts as one; never less than one batch, nor more than
     // the prefetch asked for (prefetch 0 means 1).
-    assert_eq!(depth(0, 8, 4 * MIB), 4);
-    assert_eq!(depth(2, 0, 1), 2);
-    assert_eq!(depth(256, 2, 1 << 40), 1);
-    assert_eq!(depth(2, 2, 0), 3);
+    assert_eq!(depth(0, 8, 4 * MIB, B), 4);
+    assert_eq!(depth(2, 0, 1, B), 2);
+    assert_eq!(depth(256, 2, 1 << 40, B), 1);
+    assert_eq!(depth(2, 2, 0, B), 3);
 }
 
 #[test]
 fn threads_are_capped_by_the_byte_budget() {
     const MIB: u64 = 1 << 20;
+    const B: u64 = IN_FLIGHT_BYTES;
     let image = 224 * 224 * 3 + 8;
     // Small batches: every thread asked for.
-    assert_eq!(busy_threads(2, 160 * 4096), 2);
-    assert_eq!(busy_threads(8, 160 * 4096), 8);
-    assert_eq!(busy_threads(2, image * 16), 2);
+    assert_eq!(busy_threads(2, 160 * 4096, B), 2);
+    assert_eq!(busy_threads(8, 160 * 4096, B), 8);
+    assert_eq!(busy_threads(2, image * 16, B), 2);
     // 9.6 MB batches: one thread; 4 MiB: four; none stays none.
-    assert_eq!(busy_threads(2, image * 64), 1);
-    assert_eq!(busy_threads(8, 4 * MIB), 4);
-    assert_eq!(busy_threads(3, 4 * MIB), 3);
-    assert_eq!(busy_threads(0, 4 * MIB), 0);
-    assert_eq!(busy_threads(0, 1), 0);
-    assert_eq!(busy_threads(4, 1 << 40), 1);
+    assert_eq!(busy_threads(2, image * 64, B), 1);
+    assert_eq!(busy_threads(8, 4 * MIB, B), 4);
+    assert_eq!(busy_threads(3, 4 * MIB, B), 3);
+    assert_eq!(busy_threads(0, 4 * MIB, B), 0);
+    assert_eq!(busy_threads(0, 1, B), 0);
+    assert_eq!(busy_threads(4, 1 << 40, B), 1);
+}
+
+#[test]
+fn a_large_cache_gives_large_batches_every_thread() {
+    const MIB: u64 = 1 << 20;
+    let image = 224 * 224 * 3 + 8;
+    // Half of a 260 MiB cache: two threads of 9.6 MB batches, three each.
+    let big = 130 * MIB;
+    assert_eq!(busy_threads(2, image * 64, big), 2);
+    assert_eq!(depth(2, 2, image * 64, big), 3);
+    // 38 MB batches: three fit, two threads hold one each.
+    assert_eq!(busy_threads(2, image * 256, big), 2);
+    assert_eq!(depth(2, 2, image * 256, big), 1);
+    // The budget is never below the floor, whatever this machine has.
+    assert!(super::in_flight_bytes() >= IN_FLIGHT_BYTES);
+}
+
+#[test]
+fn cache_sizes_read_as_sysfs_writes_them() {
+    assert_eq!(parse_cache_size("48K\n"), Some(48 << 10));
+    assert_eq!(parse_cache_size("266240K"), Some(266_240 << 10));
+    assert_eq!(parse_cache_size("2M"), Some(2 << 20));
+    assert_eq!(parse_cache_size("1G"), Some(1 << 30));
+    assert_eq!(parse_cache_size("512"), Some(512));
+    assert_eq!(parse_cache_size(""), None);
+    assert_eq!(parse_cache_size("12Q"), None);
+    assert_eq!(parse_cache_size("K"), None);
+    assert_eq!(parse_cache_size("99999999999999999999K"), None);
 }
 
 #[test]
@@ -111,7 +141,7 @@ fn the_pool_holds_threads_times_depth_plus_two() {
             last_batch: LastBatch::Partial,
             ..Default::default()
         };
-        let l = Loader::new(&ds, cfg).unwrap();
+        let l = Loader::from_source(Source::Set(ds.clone()), cfg, IN_FLIGHT_BYTES).unwrap();
         assert_eq!(l.busy, want_busy, "threads {threads} batch {batch}");
         assert_eq!(l.depth, want_depth, "threads {threads} batch {batch}");
         let want_cap = want_busy.max(1) * want_depth + 2;
@@ -138,14 +168,11 @@ fn large_batches_are_capped_and_unchanged() {
         let reference = batches(&Loader::new(&ds, cfg.clone()).unwrap(), 3);
         assert_eq!(reference.len(), 6);
         for (threads, want_busy, want_depth) in [(1, 1, 2), (2, 2, 1), (3, 2, 1)] {
-            let l = Loader::new(
-                &ds,
-                LoaderConfig {
-                    threads,
-                    ..cfg.clone()
-                },
-            )
-            .unwrap();
+            let cfg = LoaderConfig {
+                threads,
+                ..cfg.clone()
+            };
+            let l = Loader::from_source(Source::Set(ds.clone()), cfg, IN_FLIGHT_BYTES).unwrap();
             assert_eq!((l.busy, l.depth), (want_busy, want_depth));
             assert!(l.depth <= l.cfg.prefetch, "the depth is capped");
             assert_eq!(batches(&l, 3), reference, "threads {threads}");

@@ -53,6 +53,11 @@ impl CachedShards {
             // `create_new`, exclusively locked, and at its final size; no
             // other process maps or writes it before we rename it.
             let mut map = unsafe { MmapMut::map_mut(file) }.map_err(|e| Error::io(&part, e))?;
+            // Only a hint (see `dataset::open::huge_pages`): the pages the
+            // decompression writes then come in 2 MiB folios where the
+            // kernel can, which the readers' maps reach as huge pages.
+            #[cfg(target_os = "linux")]
+            let _ = map.advise(memmap2::Advice::HugePage);
             decompress_into(&stored, &table, &mut map, self.decompress_threads, &loc)?;
             self.verify_content(&map, s, &loc)?;
             map.flush().map_err(|e| Error::io(&part, e))?;
@@ -66,7 +71,7 @@ impl CachedShards {
             let size = info.bytes;
             let mut hasher = blake3::Hasher::new();
             let mut header = Vec::with_capacity(HEADER_LEN);
-            let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+            let mut out = crate::durable::ChunkedWriter::new(file);
             let mut got = 0u64;
             self.source.read(&info.file, size, &mut |b| {
                 got += b.len() as u64;
