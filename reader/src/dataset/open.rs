@@ -183,7 +183,7 @@ fn read_manifest(path: &Path) -> Result<Vec<u8>> {
 /// entry each (fewer TLB misses when copying records out; see
 /// `durable::chunked`). Only a hint: a kernel or file system that cannot
 /// refuses it, and nothing changes.
-pub(crate) fn huge_pages(map: &Mmap) {
+fn huge_pages(map: &Mmap) {
     #[cfg(target_os = "linux")]
     let _ = map.advise(memmap2::Advice::HugePage);
     #[cfg(not(target_os = "linux"))]

@@ -43,11 +43,6 @@ impl<W: Write> ChunkedWriter<W> {
         Ok(self.inner)
     }
 
-    /// The inner writer (what it has received so far: whole chunks).
-    pub fn get_ref(&self) -> &W {
-        &self.inner
-    }
-
     fn drain(&mut self) -> io::Result<()> {
         if !self.buf.is_empty() {
             self.inner.write_all(&self.buf)?;

@@ -168,9 +168,6 @@ fn parse_cache_size(s: &str) -> Option<u64> {
     digits.parse::<u64>().ok()?.checked_mul(1 << shift)
 }
 
-/// Batches each of `threads` prefetch threads may hold in flight (queued,
-/// or being built): `prefetch + 1`, or as many as fit the budget
-/// ([`in_flight_bytes`]) with batches of `batch_bytes`, but at least 1.
 /// Prefetch threads started out of the `threads` asked for, with batches
 /// of `batch_bytes`: no more than have one batch each in the budget
 /// ([`in_flight_bytes`]), but at least one (none if none are asked for).
@@ -184,6 +181,9 @@ pub(crate) fn busy_threads(threads: usize, batch_bytes: u64, budget: u64) -> usi
         .min(threads)
 }
 
+/// Batches each of `threads` prefetch threads may hold in flight (queued,
+/// or being built): `prefetch + 1`, or as many as fit the budget
+/// ([`in_flight_bytes`]) with batches of `batch_bytes`, but at least 1.
 pub(crate) fn depth(threads: usize, prefetch: usize, batch_bytes: u64, budget: u64) -> usize {
     let full = prefetch.max(1) + 1;
     let all = (threads.max(1) as u64).saturating_mul(batch_bytes.max(1));
