@@ -31,8 +31,8 @@ use datafusion::logical_expr::expr_rewriter::FunctionRewrite;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, BinaryExpr, ColumnarValue, Expr, ExprSchemable,
-    Operator, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
-    WindowFunctionDefinition,
+    GroupsAccumulator, Operator, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    Volatility, WindowFunctionDefinition,
 };
 use std::sync::Arc;
 use tessera_transform::decimal;
@@ -226,6 +226,21 @@ impl AggregateUDFImpl for ExactAvg {
         }))
     }
 
+    fn groups_accumulator_supported(&self, _args: AccumulatorArgs) -> bool {
+        true
+    }
+
+    fn create_groups_accumulator(
+        &self,
+        args: AccumulatorArgs,
+    ) -> DfResult<Box<dyn GroupsAccumulator>> {
+        let scale = args
+            .expr_fields
+            .first()
+            .map_or(0, |f| scale_of(f.data_type()));
+        Ok(Box::new(super::decimal_avg::AvgGroups::new(scale)))
+    }
+
     fn state_fields(&self, args: StateFieldsArgs) -> DfResult<Vec<FieldRef>> {
         let scale = args
             .input_fields
@@ -401,5 +416,89 @@ mod tests {
             count: 0,
         };
         assert_eq!(empty.evaluate().expect("value"), ScalarValue::Float64(None));
+    }
+
+    /// The grouped form gives each group what the one-group accumulator gives
+    /// over that group's rows: with nulls, a FILTER clause, values near the
+    /// 128-bit limit, and partial states merged across two "partitions".
+    #[test]
+    fn grouped_averages_equal_the_one_group_accumulator() {
+        use datafusion::arrow::array::BooleanArray;
+        use datafusion::logical_expr::EmitTo;
+        let groups = 7;
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let rows: Vec<(usize, Option<i128>, Option<bool>)> = (0..2000)
+            .map(|_| {
+                let g = (next() % groups as u64) as usize;
+                let v = match next() % 10 {
+                    0 => None,
+                    1 => Some(i128::MAX / 3 - (next() % 1000) as i128),
+                    _ => Some((next() % 2_000_000) as i128 - 1_000_000),
+                };
+                let keep = match next() % 5 {
+                    0 => Some(false),
+                    1 => None,
+                    _ => Some(true),
+                };
+                (g, v, keep)
+            })
+            .collect();
+        let (left, right) = rows.split_at(1234);
+        let mut merged = super::super::decimal_avg::AvgGroups::new(3);
+        for (i, part) in [left, right].into_iter().enumerate() {
+            let mut partial = super::super::decimal_avg::AvgGroups::new(3);
+            let idx: Vec<usize> = part.iter().map(|r| r.0).collect();
+            let values = decimals(&part.iter().map(|r| r.1).collect::<Vec<_>>(), 3);
+            let filter: BooleanArray = part.iter().map(|r| r.2).collect();
+            if i == 0 {
+                partial
+                    .update_batch(&[values], &idx, Some(&filter), groups)
+                    .expect("update");
+                let state = partial.state(EmitTo::All).expect("state");
+                merged
+                    .merge_batch(&state, &(0..groups).collect::<Vec<_>>(), groups)
+                    .expect("merge");
+            } else {
+                // Skipped partial aggregation: every row its own state.
+                let state = partial
+                    .convert_to_state(&[values], Some(&filter))
+                    .expect("state");
+                merged.merge_batch(&state, &idx, groups).expect("merge");
+            }
+        }
+        let got = merged.evaluate(EmitTo::All).expect("evaluate");
+        for g in 0..groups {
+            let mut one = AvgAccumulator {
+                scale: 3,
+                sum: i256::ZERO,
+                count: 0,
+            };
+            let kept: Vec<Option<i128>> = rows
+                .iter()
+                .filter(|r| r.0 == g && r.2 == Some(true))
+                .map(|r| r.1)
+                .collect();
+            one.update_batch(&[decimals(&kept, 3)]).expect("update");
+            let want = one.evaluate().expect("value");
+            assert_eq!(
+                ScalarValue::try_from_array(&got, g).expect("value"),
+                want,
+                "group {g}"
+            );
+        }
+        // A group no row reached averages to NULL.
+        let mut empty = super::super::decimal_avg::AvgGroups::new(3);
+        empty
+            .update_batch(&[decimals(&[], 3)], &[], None, 2)
+            .expect("update");
+        let out = empty.evaluate(EmitTo::All).expect("evaluate");
+        assert_eq!(out.len(), 2);
+        assert_eq!(out.null_count(), 2);
     }
 }

@@ -23,6 +23,7 @@ pub mod chunking;
 mod csv;
 mod decide;
 mod decimal;
+mod decimal_avg;
 mod diagnose;
 mod encode;
 pub mod engine;
