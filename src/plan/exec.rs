@@ -1,10 +1,13 @@
 //! Running queries: DataFusion sessions for chunk tasks and global queries,
-//! the two rules tessera adds to DataFusion's, and the scan counters read
+//! the rules tessera adds to DataFusion's, and the scan counters read
 //! back from an executed plan.
 //!
 //! - [`OrientJoins`] (physical): in a chunk task, every hash join puts the
 //!   chunked source on its probe side, whose row order it keeps, so a chunk's
 //!   output follows its input order.
+//! - [`PartitionedUnmatched`](super::join_modes::PartitionedUnmatched)
+//!   (physical): in a global query over several partitions, a hash join that
+//!   emits its collected side's unmatched rows runs partitioned.
 //! - [`CheckedArithmetic`](super::checked::CheckedArithmetic) (logical):
 //!   integer arithmetic fails on overflow instead of wrapping around, and
 //!   its errors name the field they happen in (see `checked`).
@@ -100,6 +103,13 @@ pub fn session(opts: &SessionOptions) -> Result<SessionContext, PlanError> {
     );
     crate::remote_input::register_stores(&runtime);
     let mut rules = PhysicalOptimizer::new().rules;
+    if opts.chunked.is_none() && opts.partitions > 1 {
+        let at = rules
+            .iter()
+            .position(|r| r.name() == "join_selection")
+            .map_or(0, |i| i + 1);
+        rules.insert(at, Arc::new(super::join_modes::PartitionedUnmatched));
+    }
     if let Some(source) = &opts.chunked {
         let at = rules
             .iter()

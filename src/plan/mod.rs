@@ -29,6 +29,7 @@ mod encode;
 pub mod engine;
 pub(crate) mod exact_float;
 pub(crate) mod exec;
+mod join_modes;
 mod pruning;
 pub mod rows;
 mod run;

@@ -15,7 +15,8 @@ use crate::spec::{Source, SourceFormat};
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use datafusion::catalog::Session;
-use datafusion::common::{Result as DfResult, ScalarValue};
+use datafusion::common::stats::Precision;
+use datafusion::common::{Result as DfResult, ScalarValue, Statistics};
 use datafusion::datasource::TableProvider;
 use datafusion::datasource::TableType;
 use datafusion::datasource::file_format::FileFormat;
@@ -267,6 +268,27 @@ impl SourceTable {
             }
             PartRange::Bytes { line, .. } => format!("{path} (from line {line})"),
         }
+    }
+
+    /// Rows (Parquet only: `None` for other formats) and bytes of `part`.
+    pub(super) fn part_size(&self, part: &FilePart) -> (Option<u64>, u64) {
+        let Some(f) = self.files.get(part.file) else {
+            return (None, 0);
+        };
+        let groups = match part.range {
+            PartRange::Whole => &f.row_groups[..],
+            PartRange::RowGroups { start, end } => {
+                &f.row_groups[start.min(f.row_groups.len())..end.min(f.row_groups.len())]
+            }
+            PartRange::Bytes { start, end, .. } => return (None, end - start),
+        };
+        if self.format != SourceFormat::Parquet {
+            return (None, f.size);
+        }
+        (
+            Some(groups.iter().map(|g| g.rows).sum()),
+            groups.iter().map(|g| g.bytes).sum(),
+        )
     }
 
     fn partitioned_file(&self, part: &FilePart) -> DfResult<PartitionedFile> {

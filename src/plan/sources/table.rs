@@ -161,14 +161,41 @@ impl TableProvider for FilesTable {
         let table_schema = TableSchema::builder(Arc::clone(&self.table.file_schema))
             .with_table_partition_cols(self.table.partition_fields.clone())
             .build();
+        let full_schema = Arc::clone(table_schema.table_schema());
         let source = reader.file_source(table_schema);
+        let mut total = Statistics::new_unknown(&full_schema);
+        total.num_rows = Precision::Inexact(0);
+        total.total_byte_size = Precision::Inexact(0);
         let file_groups = groups
             .into_iter()
             .map(|g| {
-                g.iter()
-                    .map(|p| self.table.partitioned_file(p))
-                    .collect::<DfResult<Vec<_>>>()
-                    .map(FileGroup::new)
+                let mut group = Statistics::new_unknown(&full_schema);
+                let (mut rows, mut bytes) = (Some(0usize), Some(0usize));
+                let files = g
+                    .iter()
+                    .map(|p| {
+                        let (r, b) = self.table.part_size(p);
+                        rows = rows.zip(r).map(|(a, r)| a + r as usize);
+                        bytes = bytes.map(|a| a + b as usize);
+                        let mut st = Statistics::new_unknown(&full_schema);
+                        if let Some(r) = r {
+                            st.num_rows = Precision::Inexact(r as usize);
+                        }
+                        st.total_byte_size = Precision::Inexact(b as usize);
+                        self.table
+                            .partitioned_file(p)
+                            .map(|f| f.with_statistics(Arc::new(st)))
+                    })
+                    .collect::<DfResult<Vec<_>>>()?;
+                if let Some(r) = rows {
+                    group.num_rows = Precision::Inexact(r);
+                }
+                if let Some(b) = bytes {
+                    group.total_byte_size = Precision::Inexact(b);
+                }
+                total.num_rows = total.num_rows.add(&group.num_rows);
+                total.total_byte_size = total.total_byte_size.add(&group.total_byte_size);
+                Ok(FileGroup::new(files).with_statistics(Arc::new(group)))
             })
             .collect::<DfResult<Vec<_>>>()?;
         let store_url = match self.table.files.first() {
@@ -189,6 +216,7 @@ impl TableProvider for FilesTable {
             .with_projection_indices(projection.cloned())?
             .with_limit(limit)
             .with_preserve_order(true)
+            .with_statistics(total)
             .build();
         reader.create_physical_plan(state, config).await
     }

@@ -25,6 +25,9 @@ pub mod write;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::displayable;
 use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
+use datafusion::physical_plan::joins::{
+    CrossJoinExec, HashJoinExec, NestedLoopJoinExec, PartitionMode,
+};
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, Partitioning};
@@ -191,6 +194,11 @@ fn push_stage(
     id
 }
 
+/// Why a join whose partitions share one record of matched rows stays in
+/// one task.
+const UNMATCHED: &str = "a join that collects one side whole and emits its unmatched rows, \
+     which only a process that runs every partition of the other side can tell";
+
 fn cut_node(
     node: Arc<dyn ExecutionPlan>,
     dir: &ShuffleDir,
@@ -207,6 +215,36 @@ fn cut_node(
         return Err(
             "a scalar subquery, whose value the plan shares within one process".to_string(),
         );
+    }
+    if let Some(join) = node.downcast_ref::<HashJoinExec>()
+        && *join.partition_mode() == PartitionMode::CollectLeft
+        && crate::plan::join_modes::emits_unmatched_collected_rows(*join.join_type())
+        && join.right().output_partitioning().partition_count() > 1
+    {
+        return Err(UNMATCHED.to_string());
+    }
+    if let Some(join) = node.downcast_ref::<NestedLoopJoinExec>()
+        && crate::plan::join_modes::emits_unmatched_collected_rows(*join.join_type())
+        && join.right().output_partitioning().partition_count() > 1
+    {
+        return Err(UNMATCHED.to_string());
+    }
+    if collects_one_partition(&node) {
+        // The collected side, in one partition, would run again in every
+        // task of the other side (and its scans be counted once per task):
+        // it becomes a stage of one task whose output each task reads.
+        let children = node.children();
+        let (Some(left), Some(right)) = (children.first(), children.get(1)) else {
+            return Err("a join without two inputs".to_string());
+        };
+        let props = left.properties().as_ref().clone();
+        let left = cut_node(Arc::clone(left), dir, stages)?;
+        let right = cut_node(Arc::clone(right), dir, stages)?;
+        let id = push_stage(left, Exchange::Gather, None, stages);
+        let reader = read::ShuffleRead::plan(id, 1, read::Mode::Gather, props, dir.clone());
+        return Arc::clone(&node)
+            .replace_children(vec![reader, right], keep())
+            .map_err(|e| e.to_string());
     }
     if let Some(rep) = node.downcast_ref::<RepartitionExec>() {
         if rep.preserve_order() {
@@ -272,6 +310,27 @@ fn cut_node(
     }
     node.replace_children(new, keep())
         .map_err(|e| e.to_string())
+}
+
+/// Whether `node` is a join that collects its left input, held in one
+/// partition, for every partition of its right input: a hash join in
+/// `CollectLeft` mode, a nested-loop join or a cross join.
+fn collects_one_partition(node: &Arc<dyn ExecutionPlan>) -> bool {
+    let collects = match node.downcast_ref::<HashJoinExec>() {
+        Some(j) => *j.partition_mode() == PartitionMode::CollectLeft,
+        None => {
+            node.downcast_ref::<NestedLoopJoinExec>().is_some()
+                || node.downcast_ref::<CrossJoinExec>().is_some()
+        }
+    };
+    let children = node.children();
+    collects
+        && children.len() == 2
+        && children[0].output_partitioning().partition_count() == 1
+        && children[0]
+            .downcast_ref::<CoalescePartitionsExec>()
+            .is_none()
+        && children[1].output_partitioning().partition_count() > 1
 }
 
 /// A node given new children keeps its properties: a reader has the

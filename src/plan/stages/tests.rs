@@ -158,3 +158,158 @@ async fn a_task_run_twice_writes_the_same_files() {
     let err = read::read_file(&path, f).expect_err("a damaged file");
     assert!(err.contains(&f.file) && err.contains("damaged"), "{err}");
 }
+
+/// `context(3)` plus `one(k, w)`: the rows of `d` in a single partition,
+/// and hash joins told to collect any side of fewer than 10^8 bytes or rows
+/// (as DataFusion does with small inputs once it knows their sizes). With
+/// `global`, the session is a global query's (`exec::session`, with its
+/// join rule), else a plain DataFusion one.
+async fn collecting_context(global: bool) -> SessionContext {
+    let ctx = if global {
+        crate::plan::exec::session(&crate::plan::exec::SessionOptions {
+            partitions: 3,
+            batch_rows: 8192,
+            memory_limit: 1 << 30,
+            spill_dir: None,
+            chunked: None,
+            dynamic_filters: false,
+        })
+        .expect("session")
+    } else {
+        context(3)
+    };
+    if global {
+        let plain = context(3);
+        for name in ["t", "d"] {
+            let t = plain.table_provider(name).await.expect("table");
+            ctx.register_table(name, t).expect("register");
+        }
+    }
+    let rows = ctx
+        .sql("SELECT k, w FROM d")
+        .await
+        .expect("sql")
+        .collect()
+        .await
+        .expect("rows");
+    let one = MemTable::try_new(rows[0].schema(), vec![rows]).expect("table");
+    ctx.register_table("one", Arc::new(one)).expect("register");
+    for set in [
+        "SET datafusion.optimizer.hash_join_single_partition_threshold = 100000000",
+        "SET datafusion.optimizer.hash_join_single_partition_threshold_rows = 100000000",
+    ] {
+        ctx.sql(set)
+            .await
+            .expect("set")
+            .collect()
+            .await
+            .expect("set");
+    }
+    ctx
+}
+
+async fn plan_of(ctx: &SessionContext, sql: &str) -> Arc<dyn ExecutionPlan> {
+    ctx.sql(sql)
+        .await
+        .expect("sql")
+        .create_physical_plan()
+        .await
+        .expect("plan")
+}
+
+fn collect_left_joins(plan: &Arc<dyn ExecutionPlan>) -> Vec<datafusion::common::JoinType> {
+    let mut out = Vec::new();
+    if let Some(j) = plan.downcast_ref::<HashJoinExec>()
+        && *j.partition_mode() == PartitionMode::CollectLeft
+    {
+        out.push(*j.join_type());
+    }
+    for c in plan.children() {
+        out.extend(collect_left_joins(c));
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_collected_one_partition_side_runs_once_as_its_own_stage() {
+    let ctx = collecting_context(false).await;
+    let sql = "SELECT t.k, one.w, COUNT(*) AS n FROM t JOIN one ON t.k = one.k \
+               GROUP BY t.k, one.w ORDER BY t.k";
+    let plan = plan_of(&ctx, sql).await;
+    assert_eq!(
+        collect_left_joins(&plan),
+        vec![datafusion::common::JoinType::Inner]
+    );
+    let whole = collect(Arc::clone(&plan), ctx.task_ctx())
+        .await
+        .expect("whole");
+    let work = tempfile::tempdir().expect("tempdir");
+    let dir = ShuffleDir::new(work.path());
+    let cut = cut(plan, &dir).expect("cut");
+    // The collected side is a stage of one task gathered by the probe
+    // tasks, not a subtree each probe task runs again.
+    assert!(
+        cut.infos().iter().any(|s| s.exchange == Exchange::Gather
+            && s.tasks == 1
+            && s.root.contains("DataSource")),
+        "{:?}",
+        cut.infos()
+    );
+    for stage in &cut.stages {
+        for task in 0..stage.info.tasks {
+            write::run_task(stage, task, ctx.task_ctx(), &dir, u64::MAX)
+                .await
+                .expect("task");
+        }
+    }
+    let staged = collect(Arc::clone(&cut.top), ctx.task_ctx())
+        .await
+        .expect("top");
+    let text = |b: &[RecordBatch]| pretty_format_batches(b).expect("format").to_string();
+    assert_eq!(text(&whole), text(&staged));
+}
+
+#[tokio::test]
+async fn a_join_that_emits_unmatched_collected_rows_is_not_split_over_tasks() {
+    let sql = "SELECT one.k, t.v FROM one LEFT JOIN t ON one.k = t.k ORDER BY one.k, t.v";
+    // DataFusion alone collects `one` and emits its unmatched rows once all
+    // partitions of `t` are done: cut into tasks, each task would emit them.
+    let plain = collecting_context(false).await;
+    let plan = plan_of(&plain, sql).await;
+    assert_eq!(
+        collect_left_joins(&plan),
+        vec![datafusion::common::JoinType::Left]
+    );
+    let work = tempfile::tempdir().expect("tempdir");
+    let Err(err) = cut(plan, &ShuffleDir::new(work.path())) else {
+        panic!("a collected LEFT join was cut into tasks");
+    };
+    assert!(err.contains("unmatched rows"), "{err}");
+    // A global query's session hashes both sides instead, and its stages
+    // give the whole plan's answer.
+    let ctx = collecting_context(true).await;
+    let plan = plan_of(&ctx, sql).await;
+    assert!(
+        collect_left_joins(&plan).is_empty(),
+        "{}",
+        displayable(plan.as_ref()).indent(true)
+    );
+    let whole = collect(Arc::clone(&plan), ctx.task_ctx())
+        .await
+        .expect("whole");
+    let dir = ShuffleDir::new(work.path());
+    let cut = cut(plan, &dir).expect("cut");
+    for stage in &cut.stages {
+        for task in 0..stage.info.tasks {
+            write::run_task(stage, task, ctx.task_ctx(), &dir, u64::MAX)
+                .await
+                .expect("task");
+        }
+    }
+    let staged = collect(Arc::clone(&cut.top), ctx.task_ctx())
+        .await
+        .expect("top");
+    let text = |b: &[RecordBatch]| pretty_format_batches(b).expect("format").to_string();
+    assert_eq!(text(&whole), text(&staged));
+    assert!(text(&whole).lines().count() > 350, "{}", text(&whole));
+}
