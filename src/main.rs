@@ -11,13 +11,7 @@ mod cli;
 use clap::Parser;
 use std::process::ExitCode;
 
-mod allocator;
-
-#[global_allocator]
-static ALLOCATOR: allocator::Allocator = allocator::Allocator;
-
 fn main() -> ExitCode {
-    allocator::keep_freed_pages();
     tessera::build::exit_cleanly_on_abort();
     tessera::build::fit_address_space();
     match cli::run(cli::Cli::parse()) {
