@@ -8,6 +8,9 @@
 //! - [`PartitionedUnmatched`](super::join_modes::PartitionedUnmatched)
 //!   (physical): in a global query over several partitions, a hash join that
 //!   emits its collected side's unmatched rows runs partitioned.
+//! - [`PushSemiJoins`](super::semi_join::PushSemiJoins) (logical): a semi
+//!   or anti join from `IN`/`EXISTS` moves below the inner joins to the
+//!   input it filters.
 //! - [`CheckedArithmetic`](super::checked::CheckedArithmetic) (logical):
 //!   integer arithmetic fails on overflow instead of wrapping around, and
 //!   its errors name the field they happen in (see `checked`).
@@ -138,6 +141,7 @@ pub fn session(opts: &SessionOptions) -> Result<SessionContext, PlanError> {
         .with_default_features()
         .with_physical_optimizer_rules(rules)
         .with_analyzer_rule(Arc::new(super::checked::CheckedArithmetic))
+        .with_optimizer_rule(Arc::new(super::semi_join::PushSemiJoins))
         .build();
     // Before type coercion: exact decimal averages and quotients.
     datafusion::execution::FunctionRegistry::register_function_rewrite(

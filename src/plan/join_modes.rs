@@ -11,7 +11,9 @@
 //! task's partition matched. [`PartitionedUnmatched`] gives such joins
 //! DataFusion's `Partitioned` mode instead (both sides hashed on the join
 //! keys, each partition complete on its own), in every global query, so a
-//! query has one plan whether one process runs it or many tasks do.
+//! query has one plan whether one process runs it or many tasks do. A
+//! null-aware anti join (`NOT IN`) stays collected: one NULL anywhere in
+//! the other side empties it, which no single hash partition can see.
 
 use datafusion::common::JoinType;
 use datafusion::common::Result as DfResult;
@@ -50,8 +52,12 @@ impl PhysicalOptimizerRule for PartitionedUnmatched {
             let Some(join) = node.downcast_ref::<HashJoinExec>() else {
                 return Ok(Transformed::no(node));
             };
+            // A null-aware anti join (`NOT IN`) must see every row of the
+            // other side for a NULL, which only collecting gives: it keeps
+            // its mode, and its query runs as one task (see `stages`).
             if *join.partition_mode() != PartitionMode::CollectLeft
                 || !emits_unmatched_collected_rows(*join.join_type())
+                || join.null_aware
             {
                 return Ok(Transformed::no(node));
             }

@@ -33,6 +33,7 @@ mod join_modes;
 mod pruning;
 pub mod rows;
 mod run;
+mod semi_join;
 pub mod sources;
 mod sql;
 mod staged;
