@@ -158,6 +158,20 @@ pub fn session(opts: &SessionOptions) -> Result<SessionContext, PlanError> {
     Ok(SessionContext::new_with_state(state))
 }
 
+/// A global query's session over `partitions` partitions, for tests.
+#[cfg(test)]
+pub(crate) fn global_session(partitions: usize) -> SessionContext {
+    session(&SessionOptions {
+        partitions,
+        batch_rows: 8192,
+        memory_limit: 1 << 30,
+        spill_dir: None,
+        chunked: None,
+        dynamic_filters: false,
+    })
+    .expect("session")
+}
+
 /// A single-threaded runtime for one task (DataFusion's own partitions run
 /// on it as tasks; a chunk task has one).
 pub fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, PlanError> {

@@ -100,19 +100,10 @@ fn within(cols: &[Column], schema: &DFSchema) -> bool {
 
 /// `semi` with `left` as its left input.
 fn rejoin(semi: &Join, left: Arc<LogicalPlan>) -> DfResult<LogicalPlan> {
-    Ok(LogicalPlan::Join(Join::try_new(
-        left,
-        Arc::clone(&semi.right),
-        semi.on.clone(),
-        semi.filter.clone(),
-        semi.join_type,
-        semi.join_constraint,
-        semi.null_equality,
-        semi.null_aware,
-    )?))
+    with_inputs(semi, left, Arc::clone(&semi.right))
 }
 
-/// The inner join `j` over new inputs (each with its old input's schema).
+/// The join `j` over new inputs (each with its old input's schema).
 fn with_inputs(j: &Join, left: Arc<LogicalPlan>, right: Arc<LogicalPlan>) -> DfResult<LogicalPlan> {
     Ok(LogicalPlan::Join(Join::try_new(
         left,
@@ -164,15 +155,7 @@ mod tests {
     }
 
     fn tessera_session() -> SessionContext {
-        crate::plan::exec::session(&crate::plan::exec::SessionOptions {
-            partitions: 2,
-            batch_rows: 8192,
-            memory_limit: 1 << 30,
-            spill_dir: None,
-            chunked: None,
-            dynamic_filters: false,
-        })
-        .expect("session")
+        crate::plan::exec::global_session(2)
     }
 
     /// The optimized logical plan and the sorted answer.

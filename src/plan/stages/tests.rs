@@ -63,13 +63,15 @@ fn context(partitions: usize) -> SessionContext {
 /// first, then the top); returns both answers as text, and the cut.
 async fn both(sql: &str, partitions: usize) -> (String, String, Vec<StageInfo>) {
     let ctx = context(partitions);
-    let plan = ctx
-        .sql(sql)
-        .await
-        .expect("sql")
-        .create_physical_plan()
-        .await
-        .expect("plan");
+    let plan = plan_of(&ctx, sql).await;
+    whole_and_staged(&ctx, plan).await
+}
+
+/// `plan` run whole and as stages: both answers as text, and the cut.
+async fn whole_and_staged(
+    ctx: &SessionContext,
+    plan: Arc<dyn ExecutionPlan>,
+) -> (String, String, Vec<StageInfo>) {
     let whole = collect(Arc::clone(&plan), ctx.task_ctx())
         .await
         .expect("whole");
@@ -166,15 +168,7 @@ async fn a_task_run_twice_writes_the_same_files() {
 /// join rule), else a plain DataFusion one.
 async fn collecting_context(global: bool) -> SessionContext {
     let ctx = if global {
-        crate::plan::exec::session(&crate::plan::exec::SessionOptions {
-            partitions: 3,
-            batch_rows: 8192,
-            memory_limit: 1 << 30,
-            spill_dir: None,
-            chunked: None,
-            dynamic_filters: false,
-        })
-        .expect("session")
+        crate::plan::exec::global_session(3)
     } else {
         context(3)
     };
@@ -240,33 +234,16 @@ async fn a_collected_one_partition_side_runs_once_as_its_own_stage() {
         collect_left_joins(&plan),
         vec![datafusion::common::JoinType::Inner]
     );
-    let whole = collect(Arc::clone(&plan), ctx.task_ctx())
-        .await
-        .expect("whole");
-    let work = tempfile::tempdir().expect("tempdir");
-    let dir = ShuffleDir::new(work.path());
-    let cut = cut(plan, &dir).expect("cut");
+    let (whole, staged, infos) = whole_and_staged(&ctx, plan).await;
     // The collected side is a stage of one task gathered by the probe
     // tasks, not a subtree each probe task runs again.
     assert!(
-        cut.infos().iter().any(|s| s.exchange == Exchange::Gather
+        infos.iter().any(|s| s.exchange == Exchange::Gather
             && s.tasks == 1
             && s.root.contains("DataSource")),
-        "{:?}",
-        cut.infos()
+        "{infos:?}"
     );
-    for stage in &cut.stages {
-        for task in 0..stage.info.tasks {
-            write::run_task(stage, task, ctx.task_ctx(), &dir, u64::MAX)
-                .await
-                .expect("task");
-        }
-    }
-    let staged = collect(Arc::clone(&cut.top), ctx.task_ctx())
-        .await
-        .expect("top");
-    let text = |b: &[RecordBatch]| pretty_format_batches(b).expect("format").to_string();
-    assert_eq!(text(&whole), text(&staged));
+    assert_eq!(whole, staged);
 }
 
 #[tokio::test]
@@ -294,22 +271,7 @@ async fn a_join_that_emits_unmatched_collected_rows_is_not_split_over_tasks() {
         "{}",
         displayable(plan.as_ref()).indent(true)
     );
-    let whole = collect(Arc::clone(&plan), ctx.task_ctx())
-        .await
-        .expect("whole");
-    let dir = ShuffleDir::new(work.path());
-    let cut = cut(plan, &dir).expect("cut");
-    for stage in &cut.stages {
-        for task in 0..stage.info.tasks {
-            write::run_task(stage, task, ctx.task_ctx(), &dir, u64::MAX)
-                .await
-                .expect("task");
-        }
-    }
-    let staged = collect(Arc::clone(&cut.top), ctx.task_ctx())
-        .await
-        .expect("top");
-    let text = |b: &[RecordBatch]| pretty_format_batches(b).expect("format").to_string();
-    assert_eq!(text(&whole), text(&staged));
-    assert!(text(&whole).lines().count() > 350, "{}", text(&whole));
+    let (whole, staged, _) = whole_and_staged(&ctx, plan).await;
+    assert_eq!(whole, staged);
+    assert!(whole.lines().count() > 350, "{whole}");
 }
