@@ -256,6 +256,14 @@ QUERIES: List[Q] = [
     Q("not_exists_over_fact",
       "SELECT dm.k, dm.name FROM dimk dm WHERE NOT EXISTS (SELECT 1 FROM fact f WHERE f.k = dm.k)",
       fs(F("k", "i32"), F("name", "i32", hash=100003)), GLOBAL),
+    # NOT IN over a nullable column: one NULL in the subquery empties the
+    # answer (DataFusion's null-aware anti join, which must see the whole
+    # subquery in one process), then the same with the NULLs filtered out.
+    Q("not_in_over_nullable_fact", "SELECT dm.k, dm.name FROM dimk dm WHERE dm.k NOT IN (SELECT k FROM fact)",
+      fs(F("k", "i32"), F("name", "i32", hash=100003)), GLOBAL),
+    Q("not_in_over_fact",
+      "SELECT dm.k, dm.name FROM dimk dm WHERE dm.k NOT IN (SELECT k FROM fact WHERE k IS NOT NULL AND x > 150)",
+      fs(F("k", "i32"), F("name", "i32", hash=100003)), GLOBAL),
     Q("not_exists_self", "SELECT id, n FROM fact f WHERE NOT EXISTS (SELECT 1 FROM fact g WHERE g.id = f.id + 1)",
       fs(ID, F("n", "i64", fill_null=0)), GLOBAL),
     Q("dim_left_join_fact", "SELECT dm.k, dm.name, f.id FROM dimk dm LEFT JOIN fact f ON dm.k = f.k",
