@@ -19,9 +19,10 @@
 //! `AVG(DISTINCT x)` over a decimal keeps DataFusion's decimal rule (docs/
 //! SPEC.md says so, and how to get a float average).
 
+use super::decimal_avg::{AvgGroups, Slot, malformed_state};
 use datafusion::arrow::array::{ArrayRef, AsArray};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Decimal256Type, Field, FieldRef, UInt64Type, i256};
+use datafusion::arrow::datatypes::{DataType, Decimal256Type, Field, FieldRef, UInt64Type};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, Result as DfResult, ScalarValue};
@@ -189,6 +190,13 @@ impl Default for ExactAvg {
     }
 }
 
+/// The scale of an aggregate's decimal argument.
+fn input_scale(args: &AccumulatorArgs) -> i8 {
+    args.expr_fields
+        .first()
+        .map_or(0, |f| scale_of(f.data_type()))
+}
+
 /// The scale of a decimal type (0 for other types).
 fn scale_of(t: &DataType) -> i8 {
     match t {
@@ -214,16 +222,7 @@ impl AggregateUDFImpl for ExactAvg {
     }
 
     fn accumulator(&self, acc_args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
-        let input = acc_args
-            .expr_fields
-            .first()
-            .map(|f| f.data_type().clone())
-            .unwrap_or(DataType::Null);
-        Ok(Box::new(AvgAccumulator {
-            scale: scale_of(&input),
-            sum: i256::ZERO,
-            count: 0,
-        }))
+        Ok(Box::new(AvgAccumulator::new(input_scale(&acc_args))))
     }
 
     fn groups_accumulator_supported(&self, _args: AccumulatorArgs) -> bool {
@@ -234,11 +233,7 @@ impl AggregateUDFImpl for ExactAvg {
         &self,
         args: AccumulatorArgs,
     ) -> DfResult<Box<dyn GroupsAccumulator>> {
-        let scale = args
-            .expr_fields
-            .first()
-            .map_or(0, |f| scale_of(f.data_type()));
-        Ok(Box::new(super::decimal_avg::AvgGroups::new(scale)))
+        Ok(Box::new(AvgGroups::new(input_scale(&args))))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> DfResult<Vec<FieldRef>> {
@@ -262,58 +257,48 @@ impl AggregateUDFImpl for ExactAvg {
     }
 }
 
-/// The exact sum of the unscaled values and their count.
+/// The exact average of one group (see [`super::decimal_avg::Slot`]).
 #[derive(Debug)]
 struct AvgAccumulator {
     scale: i8,
-    sum: i256,
-    count: u64,
+    slot: Slot,
 }
 
 impl AvgAccumulator {
+    fn new(scale: i8) -> Self {
+        AvgAccumulator {
+            scale,
+            slot: Slot::default(),
+        }
+    }
+
     /// The values as 256-bit unscaled integers at this accumulator's scale.
     fn unscaled(&self, values: &ArrayRef) -> DfResult<ArrayRef> {
         Ok(cast(values, &DataType::Decimal256(76, self.scale))?)
-    }
-
-    fn add(&mut self, values: &ArrayRef, sign: i8) -> DfResult<()> {
-        let wide = self.unscaled(values)?;
-        let wide = wide.as_primitive::<Decimal256Type>();
-        for v in wide.iter().flatten() {
-            let (sum, count) = if sign > 0 {
-                (self.sum.checked_add(v), self.count.checked_add(1))
-            } else {
-                (self.sum.checked_sub(v), self.count.checked_sub(1))
-            };
-            match (sum, count) {
-                (Some(s), Some(c)) => {
-                    self.sum = s;
-                    self.count = c;
-                }
-                _ => {
-                    return Err(DataFusionError::Execution(
-                        "AVG of a decimal: the sum does not fit 76 digits".into(),
-                    ));
-                }
-            }
-        }
-        Ok(())
     }
 }
 
 impl Accumulator for AvgAccumulator {
     fn update_batch(&mut self, values: &[ArrayRef]) -> DfResult<()> {
-        match values.first() {
-            Some(v) => self.add(v, 1),
-            None => Ok(()),
+        let Some(v) = values.first() else {
+            return Ok(());
+        };
+        let wide = self.unscaled(v)?;
+        for v in wide.as_primitive::<Decimal256Type>().iter().flatten() {
+            self.slot.add(v, 1)?;
         }
+        Ok(())
     }
 
     fn retract_batch(&mut self, values: &[ArrayRef]) -> DfResult<()> {
-        match values.first() {
-            Some(v) => self.add(v, -1),
-            None => Ok(()),
+        let Some(v) = values.first() else {
+            return Ok(());
+        };
+        let wide = self.unscaled(v)?;
+        for v in wide.as_primitive::<Decimal256Type>().iter().flatten() {
+            self.slot.sub(v)?;
         }
+        Ok(())
     }
 
     fn supports_retract_batch(&self) -> bool {
@@ -321,9 +306,7 @@ impl Accumulator for AvgAccumulator {
     }
 
     fn evaluate(&mut self) -> DfResult<ScalarValue> {
-        Ok(ScalarValue::Float64(decimal::ratio_to_f64(
-            self.sum, self.count, self.scale,
-        )))
+        Ok(ScalarValue::Float64(self.slot.average(self.scale)))
     }
 
     fn size(&self) -> usize {
@@ -331,33 +314,19 @@ impl Accumulator for AvgAccumulator {
     }
 
     fn state(&mut self) -> DfResult<Vec<ScalarValue>> {
-        Ok(vec![
-            ScalarValue::Decimal256(Some(self.sum), 76, self.scale),
-            ScalarValue::UInt64(Some(self.count)),
-        ])
+        Ok(self.slot.state(self.scale).to_vec())
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> DfResult<()> {
         let [sums, counts] = states else {
-            return Err(DataFusionError::Internal(
-                "tessera_exact_avg: a state is a sum and a count".into(),
-            ));
+            return Err(malformed_state());
         };
         let sums = self.unscaled(sums)?;
         let sums = sums.as_primitive::<Decimal256Type>();
         let counts = counts.as_primitive::<UInt64Type>();
         for (s, c) in sums.iter().zip(counts.iter()) {
-            let (Some(s), Some(c)) = (s, c) else { continue };
-            match (self.sum.checked_add(s), self.count.checked_add(c)) {
-                (Some(s), Some(c)) => {
-                    self.sum = s;
-                    self.count = c;
-                }
-                _ => {
-                    return Err(DataFusionError::Execution(
-                        "AVG of a decimal: the sum does not fit 76 digits".into(),
-                    ));
-                }
+            if let (Some(s), Some(c)) = (s, c) {
+                self.slot.add(s, c)?;
             }
         }
         Ok(())
@@ -379,16 +348,8 @@ mod tests {
     #[test]
     fn the_average_is_exact_across_partial_states() {
         // Two partial accumulators merge; the average is rounded once.
-        let mut a = AvgAccumulator {
-            scale: 2,
-            sum: i256::ZERO,
-            count: 0,
-        };
-        let mut b = AvgAccumulator {
-            scale: 2,
-            sum: i256::ZERO,
-            count: 0,
-        };
+        let mut a = AvgAccumulator::new(2);
+        let mut b = AvgAccumulator::new(2);
         a.update_batch(&[decimals(&[Some(1), Some(2), None], 2)])
             .expect("update");
         b.update_batch(&[decimals(&[Some(4)], 2)]).expect("update");
@@ -410,11 +371,7 @@ mod tests {
             a.evaluate().expect("value"),
             ScalarValue::Float64(Some(0.015))
         );
-        let mut empty = AvgAccumulator {
-            scale: 2,
-            sum: i256::ZERO,
-            count: 0,
-        };
+        let mut empty = AvgAccumulator::new(2);
         assert_eq!(empty.evaluate().expect("value"), ScalarValue::Float64(None));
     }
 
@@ -450,9 +407,9 @@ mod tests {
             })
             .collect();
         let (left, right) = rows.split_at(1234);
-        let mut merged = super::super::decimal_avg::AvgGroups::new(3);
+        let mut merged = AvgGroups::new(3);
         for (i, part) in [left, right].into_iter().enumerate() {
-            let mut partial = super::super::decimal_avg::AvgGroups::new(3);
+            let mut partial = AvgGroups::new(3);
             let idx: Vec<usize> = part.iter().map(|r| r.0).collect();
             let values = decimals(&part.iter().map(|r| r.1).collect::<Vec<_>>(), 3);
             let filter: BooleanArray = part.iter().map(|r| r.2).collect();
@@ -474,11 +431,7 @@ mod tests {
         }
         let got = merged.evaluate(EmitTo::All).expect("evaluate");
         for g in 0..groups {
-            let mut one = AvgAccumulator {
-                scale: 3,
-                sum: i256::ZERO,
-                count: 0,
-            };
+            let mut one = AvgAccumulator::new(3);
             let kept: Vec<Option<i128>> = rows
                 .iter()
                 .filter(|r| r.0 == g && r.2 == Some(true))
@@ -493,7 +446,7 @@ mod tests {
             );
         }
         // A group no row reached averages to NULL.
-        let mut empty = super::super::decimal_avg::AvgGroups::new(3);
+        let mut empty = AvgGroups::new(3);
         empty
             .update_batch(&[decimals(&[], 3)], &[], None, 2)
             .expect("update");

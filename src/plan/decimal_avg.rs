@@ -11,16 +11,17 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Decimal128Type, Decimal256Type, UInt64Type, i256};
-use datafusion::common::Result as DfResult;
+use datafusion::common::{Result as DfResult, ScalarValue};
 use datafusion::error::DataFusionError;
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 use std::sync::Arc;
 use tessera_transform::decimal;
 
-/// One group: the exact sum of its unscaled values and their count, side by
-/// side (a random group costs one cache miss).
+/// One average: the exact sum of its unscaled values and their count (per
+/// group, side by side, a random group costs one cache miss). The one-group
+/// accumulator of `super::decimal` keeps one too.
 #[derive(Clone, Copy, Debug)]
-struct Slot {
+pub(super) struct Slot {
     sum: i256,
     count: u64,
 }
@@ -35,7 +36,8 @@ impl Default for Slot {
 }
 
 impl Slot {
-    fn add(&mut self, value: i256, count: u64) -> DfResult<()> {
+    /// Adds `value`, the sum of `count` values.
+    pub(super) fn add(&mut self, value: i256, count: u64) -> DfResult<()> {
         match (self.sum.checked_add(value), self.count.checked_add(count)) {
             (Some(s), Some(c)) => {
                 self.sum = s;
@@ -45,10 +47,41 @@ impl Slot {
             _ => Err(overflow()),
         }
     }
+
+    /// Takes back one value added before (a window frame moving on).
+    pub(super) fn sub(&mut self, value: i256) -> DfResult<()> {
+        match (self.sum.checked_sub(value), self.count.checked_sub(1)) {
+            (Some(s), Some(c)) => {
+                self.sum = s;
+                self.count = c;
+                Ok(())
+            }
+            _ => Err(overflow()),
+        }
+    }
+
+    /// The `DOUBLE` nearest the average of decimals of `scale` (`None` over
+    /// no value).
+    pub(super) fn average(&self, scale: i8) -> Option<f64> {
+        decimal::ratio_to_f64(self.sum, self.count, scale)
+    }
+
+    /// The partial state: the sum at `scale` and the count.
+    pub(super) fn state(&self, scale: i8) -> [ScalarValue; 2] {
+        [
+            ScalarValue::Decimal256(Some(self.sum), 76, scale),
+            ScalarValue::UInt64(Some(self.count)),
+        ]
+    }
 }
 
 fn overflow() -> DataFusionError {
     DataFusionError::Execution("AVG of a decimal: the sum does not fit 76 digits".into())
+}
+
+/// The error for a partial state that is not a sum and a count.
+pub(super) fn malformed_state() -> DataFusionError {
+    DataFusionError::Internal("tessera_exact_avg: a state is a sum and a count".into())
 }
 
 /// Per group: a [`Slot`], for decimals of `scale`.
@@ -122,10 +155,7 @@ impl GroupsAccumulator for AvgGroups {
 
     fn evaluate(&mut self, emit_to: EmitTo) -> DfResult<ArrayRef> {
         let slots = emit_to.take_needed(&mut self.slots);
-        let out: Float64Array = slots
-            .iter()
-            .map(|s| decimal::ratio_to_f64(s.sum, s.count, self.scale))
-            .collect();
+        let out: Float64Array = slots.iter().map(|s| s.average(self.scale)).collect();
         Ok(Arc::new(out))
     }
 
@@ -145,9 +175,7 @@ impl GroupsAccumulator for AvgGroups {
     ) -> DfResult<()> {
         self.grow(total_num_groups);
         let [sums, counts] = values else {
-            return Err(DataFusionError::Internal(
-                "tessera_exact_avg: a state is a sum and a count".into(),
-            ));
+            return Err(malformed_state());
         };
         let sums = cast(sums, &DataType::Decimal256(76, self.scale))?;
         let sums = sums.as_primitive::<Decimal256Type>();

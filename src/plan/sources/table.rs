@@ -163,38 +163,25 @@ impl TableProvider for FilesTable {
             .build();
         let full_schema = Arc::clone(table_schema.table_schema());
         let source = reader.file_source(table_schema);
-        let mut total = Statistics::new_unknown(&full_schema);
-        total.num_rows = Precision::Inexact(0);
-        total.total_byte_size = Precision::Inexact(0);
+        let mut total = sized(&full_schema, Precision::Inexact(0), Precision::Inexact(0));
         let file_groups = groups
             .into_iter()
             .map(|g| {
-                let mut group = Statistics::new_unknown(&full_schema);
-                let (mut rows, mut bytes) = (Some(0usize), Some(0usize));
+                let mut group = sized(&full_schema, Precision::Inexact(0), Precision::Inexact(0));
                 let files = g
                     .iter()
                     .map(|p| {
-                        let (r, b) = self.table.part_size(p);
-                        rows = rows.zip(r).map(|(a, r)| a + r as usize);
-                        bytes = bytes.map(|a| a + b as usize);
-                        let mut st = Statistics::new_unknown(&full_schema);
-                        if let Some(r) = r {
-                            st.num_rows = Precision::Inexact(r as usize);
-                        }
-                        st.total_byte_size = Precision::Inexact(b as usize);
+                        let (rows, bytes) = self.table.part_size(p);
+                        let rows =
+                            rows.map_or(Precision::Absent, |r| Precision::Inexact(r as usize));
+                        let st = sized(&full_schema, rows, Precision::Inexact(bytes as usize));
+                        add_sizes(&mut group, &st);
                         self.table
                             .partitioned_file(p)
                             .map(|f| f.with_statistics(Arc::new(st)))
                     })
                     .collect::<DfResult<Vec<_>>>()?;
-                if let Some(r) = rows {
-                    group.num_rows = Precision::Inexact(r);
-                }
-                if let Some(b) = bytes {
-                    group.total_byte_size = Precision::Inexact(b);
-                }
-                total.num_rows = total.num_rows.add(&group.num_rows);
-                total.total_byte_size = total.total_byte_size.add(&group.total_byte_size);
+                add_sizes(&mut total, &group);
                 Ok(FileGroup::new(files).with_statistics(Arc::new(group)))
             })
             .collect::<DfResult<Vec<_>>>()?;
@@ -220,4 +207,19 @@ impl TableProvider for FilesTable {
             .build();
         reader.create_physical_plan(state, config).await
     }
+}
+
+/// Statistics of `rows` and `bytes` (inexact: the planner sizes joins by
+/// them, and no answer is taken from them), every column unknown.
+fn sized(schema: &Schema, rows: Precision<usize>, bytes: Precision<usize>) -> Statistics {
+    let mut st = Statistics::new_unknown(schema);
+    st.num_rows = rows;
+    st.total_byte_size = bytes;
+    st
+}
+
+/// Adds `part`'s rows and bytes to `sum` (an unknown count makes it unknown).
+fn add_sizes(sum: &mut Statistics, part: &Statistics) {
+    sum.num_rows = sum.num_rows.add(&part.num_rows);
+    sum.total_byte_size = sum.total_byte_size.add(&part.total_byte_size);
 }

@@ -22,6 +22,7 @@ mod mapped;
 pub mod read;
 pub mod write;
 
+use datafusion::common::JoinType;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::displayable;
 use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
@@ -216,35 +217,31 @@ fn cut_node(
             "a scalar subquery, whose value the plan shares within one process".to_string(),
         );
     }
-    if let Some(join) = node.downcast_ref::<HashJoinExec>()
-        && *join.partition_mode() == PartitionMode::CollectLeft
-        && crate::plan::join_modes::emits_unmatched_collected_rows(*join.join_type())
-        && join.right().output_partitioning().partition_count() > 1
-    {
-        return Err(UNMATCHED.to_string());
-    }
-    if let Some(join) = node.downcast_ref::<NestedLoopJoinExec>()
-        && crate::plan::join_modes::emits_unmatched_collected_rows(*join.join_type())
-        && join.right().output_partitioning().partition_count() > 1
-    {
-        return Err(UNMATCHED.to_string());
-    }
-    if collects_one_partition(&node) {
-        // The collected side, in one partition, would run again in every
-        // task of the other side (and its scans be counted once per task):
-        // it becomes a stage of one task whose output each task reads.
+    if let Some(join_type) = collecting_join(&node) {
         let children = node.children();
         let (Some(left), Some(right)) = (children.first(), children.get(1)) else {
             return Err("a join without two inputs".to_string());
         };
-        let props = left.properties().as_ref().clone();
-        let left = cut_node(Arc::clone(left), dir, stages)?;
-        let right = cut_node(Arc::clone(right), dir, stages)?;
-        let id = push_stage(left, Exchange::Gather, None, stages);
-        let reader = read::ShuffleRead::plan(id, 1, read::Mode::Gather, props, dir.clone());
-        return Arc::clone(&node)
-            .replace_children(vec![reader, right], keep())
-            .map_err(|e| e.to_string());
+        let spread = right.output_partitioning().partition_count() > 1;
+        if spread && crate::plan::join_modes::emits_unmatched_collected_rows(join_type) {
+            return Err(UNMATCHED.to_string());
+        }
+        if spread
+            && left.output_partitioning().partition_count() == 1
+            && left.downcast_ref::<CoalescePartitionsExec>().is_none()
+        {
+            // The collected side, in one partition, would run again in every
+            // task of the other side (and its scans be counted once per
+            // task): it becomes a stage of one task that each task reads.
+            let props = left.properties().as_ref().clone();
+            let left = cut_node(Arc::clone(left), dir, stages)?;
+            let right = cut_node(Arc::clone(right), dir, stages)?;
+            let id = push_stage(left, Exchange::Gather, None, stages);
+            let reader = read::ShuffleRead::plan(id, 1, read::Mode::Gather, props, dir.clone());
+            return Arc::clone(&node)
+                .replace_children(vec![reader, right], keep())
+                .map_err(|e| e.to_string());
+        }
     }
     if let Some(rep) = node.downcast_ref::<RepartitionExec>() {
         if rep.preserve_order() {
@@ -312,25 +309,18 @@ fn cut_node(
         .map_err(|e| e.to_string())
 }
 
-/// Whether `node` is a join that collects its left input, held in one
-/// partition, for every partition of its right input: a hash join in
-/// `CollectLeft` mode, a nested-loop join or a cross join.
-fn collects_one_partition(node: &Arc<dyn ExecutionPlan>) -> bool {
-    let collects = match node.downcast_ref::<HashJoinExec>() {
-        Some(j) => *j.partition_mode() == PartitionMode::CollectLeft,
-        None => {
-            node.downcast_ref::<NestedLoopJoinExec>().is_some()
-                || node.downcast_ref::<CrossJoinExec>().is_some()
-        }
-    };
-    let children = node.children();
-    collects
-        && children.len() == 2
-        && children[0].output_partitioning().partition_count() == 1
-        && children[0]
-            .downcast_ref::<CoalescePartitionsExec>()
-            .is_none()
-        && children[1].output_partitioning().partition_count() > 1
+/// The join type of `node` if it collects its whole left input for every
+/// partition of its right input: a hash join in `CollectLeft` mode, a
+/// nested-loop join or a cross join.
+fn collecting_join(node: &Arc<dyn ExecutionPlan>) -> Option<JoinType> {
+    if let Some(j) = node.downcast_ref::<HashJoinExec>() {
+        return (*j.partition_mode() == PartitionMode::CollectLeft).then(|| *j.join_type());
+    }
+    if let Some(j) = node.downcast_ref::<NestedLoopJoinExec>() {
+        return Some(*j.join_type());
+    }
+    node.downcast_ref::<CrossJoinExec>()
+        .map(|_| JoinType::Inner)
 }
 
 /// A node given new children keeps its properties: a reader has the
