@@ -7,17 +7,23 @@ speed regression cannot land unnoticed. It prints every figure, and fails
 are those of the benchmarks (docs/BENCHMARKS.md), the floors leave room for
 a machine shared with other work. Every figure is a median over --rounds
 rounds, and each ratio is taken inside one round (the product path and its
-baseline measured one right after the other) before the median.
+baseline measured one right after the other) before the median. While a
+check's median is below its floor, another round is measured (at most
+--retry-rounds more): a round disturbed by other work does not fail the
+suite, a regression stays below the floor however many rounds are taken.
 
 Measured on an 800,000-record set of 160-byte records (13 f32, 26 i32, one
 f32), batch 4096, written once under --dir:
 
-  shuffled    the Rust loader (2 threads), `tessera bench --read` (its
-              epochs after three untimed ones of the same process) and the
-              Python loader (threads=2) against the plain 2-thread loop that
-              gathers random records into a batch buffer (`gather_2t`, from
-              reader/examples/epochs.rs); the Rust loader with 2 threads
-              against 1 thread
+  shuffled    the Rust loader (2 threads) and the Python loader
+              (threads=2) against the plain 2-thread loop that gathers
+              random records into a batch buffer (`gather_2t`, from
+              reader/examples/epochs.rs); `tessera bench --read` (its
+              epochs after three untimed ones of the same process), whose
+              consumer reads every byte of every batch, against the same
+              loop with each thread reading every byte of the batch it
+              gathered (`gather_2t_read`; against `gather_2t` it is printed
+              too); the Rust loader with 2 threads against 1 thread
   sequential  the Rust loader (2 threads, a consumer that reads every byte;
               batches inside one shard are views of the map, so the one
               consumer thread is all that touches the bytes) against a plain
@@ -74,7 +80,7 @@ BATCH = 4096
 CHECKS = {
     "rust_shuffled_2t": ("Rust loader, shuffled, 2 threads", "gather_2t", 0.80),
     "rust_threads_2_over_1": ("Rust loader, shuffled, threads=2 / threads=1", "same loader", 1.00),
-    "tessera_bench_read": ("tessera bench --shuffle --threads 2 --read", "gather_2t", 0.80),
+    "tessera_bench_read": ("tessera bench --shuffle --threads 2 --read", "gather_2t_read", 0.80),
     "python_shuffled_2t": ("Python loader, shuffled, threads=2", "gather_2t", 0.80),
     "rust_sequential_2t": ("Rust loader, sequential, 2 threads, reading every byte", "memcpy_1t", 0.85),
     "python_sequential_0t": ("Python loader, sequential, threads=0 (one copy)", "numpy_copy", 1.20),
@@ -87,7 +93,8 @@ INFO = {
     "python_sequential_over_views": ("Python loader, sequential (one copy), against NumPy views", "numpy_views"),
     "python_views_over_views": ("Python loader, sequential, copy=False (views of the map)", "numpy_views"),
     "python_views_over_copy": ("Python loader, sequential, copy=False (views of the map)", "numpy_copy"),
-    "rust_loader_2t_read": ("Rust loader, shuffled, 2 threads, reading every byte", "gather_2t"),
+    "rust_loader_2t_read": ("Rust loader, shuffled, 2 threads, reading every byte", "gather_2t_read"),
+    "tessera_bench_read_over_gather": ("tessera bench --shuffle --threads 2 --read", "gather_2t"),
     "rust_sequential_over_memcpy_2t": ("Rust loader, sequential, 2 threads, reading every byte", "memcpy_2t"),
 }
 
@@ -222,6 +229,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--epochs-bin", default=os.path.join(target_dir(), "release", "examples", "epochs"))
     ap.add_argument("--tessera-bin", default=os.environ.get("TESSERA_BIN"))
+    ap.add_argument("--retry-rounds", type=int, default=4,
+                    help="rounds added, one at a time, while a check's median is below its floor")
     ap.add_argument("--no-fail", action="store_true", help="print only, exit 0")
     ap.add_argument("--json", help="also write the figures to this file")
     a = ap.parse_args()
@@ -238,18 +247,19 @@ def main() -> int:
     binary = a.tessera_bin if a.tessera_bin and os.path.exists(a.tessera_bin) else None
     build = Build(binary, a.dir, a.build_rows) if binary else None
 
-    rounds: List[Dict[str, float]] = []
-    for _ in range(a.rounds):
+    def one_round() -> Dict[str, float]:
         r: Dict[str, float] = {}
         rust = rust_round(a.epochs_bin, path, a.epochs)
-        g2, m2 = rust["gather_2t"], rust["memcpy_2t"]
+        g2, g2r, m2 = rust["gather_2t"], rust["gather_2t_read"], rust["memcpy_2t"]
         r["rust_shuffled_2t"] = rust["loader_2t"] / g2
-        r["rust_loader_2t_read"] = rust["loader_2t_read"] / g2
+        r["rust_loader_2t_read"] = rust["loader_2t_read"] / g2r
         r["rust_threads_2_over_1"] = rust["loader_2t"] / rust["loader_1t"]
         r["rust_sequential_2t"] = rust["seq_loader_2t_read"] / rust["memcpy_1t"]
         r["rust_sequential_over_memcpy_2t"] = rust["seq_loader_2t_read"] / m2
         if binary:
-            r["tessera_bench_read"] = tessera_bench(binary, path, a.epochs) / g2
+            bench = tessera_bench(binary, path, a.epochs)
+            r["tessera_bench_read"] = bench / g2r
+            r["tessera_bench_read_over_gather"] = bench / g2
         p2 = python_loader(ds, a.epochs, True, 2)
         p1 = python_loader(ds, a.epochs, True, 1)
         r["python_shuffled_2t"] = p2 / g2
@@ -268,12 +278,27 @@ def main() -> int:
         # Absolute rates, for the record.
         r["gather_2t_per_sec"], r["memcpy_2t_per_sec"] = g2, m2
         r["python_shuffled_per_sec"], r["python_sequential_per_sec"] = p2, seq
-        rounds.append(r)
+        return r
+
+    def below_floor(rounds: List[Dict[str, float]]) -> List[str]:
+        return [k for k, (_, _, goal) in CHECKS.items()
+                if k in rounds[0] and statistics.median(r[k] for r in rounds) < goal / 2]
+
+    rounds = [one_round() for _ in range(a.rounds)]
+    # A check below its floor is measured again before it fails: one
+    # disturbed round (another process taking a core for a second) must
+    # not fail the suite, a regression stays below the floor in every
+    # round. The figures printed are the medians over all rounds.
+    extra = 0
+    while below_floor(rounds) and extra < a.retry_rounds and not a.no_fail:
+        rounds.append(one_round())
+        extra += 1
 
     med = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
     load = os.getloadavg()
     print(f"speed guard: {a.rows} records of 160 B, batch {BATCH}, {a.epochs} epochs per figure, "
-          f"medians of {a.rounds} rounds, {os.cpu_count()} CPUs, load average {load[0]:.2f} "
+          f"medians of {len(rounds)} rounds"
+          f"{f' ({extra} added after a check fell below its floor)' if extra else ''}, {os.cpu_count()} CPUs, load average {load[0]:.2f} "
           f"({time.perf_counter() - t0:.1f} s)")
     print(f"  baselines: gather_2t {med['gather_2t_per_sec'] / 1e6:.1f} M samples/s, "
           f"memcpy_2t {med['memcpy_2t_per_sec'] / 1e6:.1f} M samples/s")
@@ -286,16 +311,19 @@ def main() -> int:
         ok = med[key] >= floor
         if not ok:
             failed.append(key)
-        print(f"  {what:<58} {med[key]:5.2f} x {base:<14} goal {goal:.2f}, floor {floor:.2f}"
+        print(f"  {what:<58} {med[key]:5.2f} x {base:<15} goal {goal:.2f}, floor {floor:.2f}"
               f"{'' if ok else '  FAIL'}")
     for key, (what, base) in INFO.items():
-        print(f"  {what:<58} {med[key]:5.2f} x {base:<14} (information)")
+        if key not in med:
+            continue
+        print(f"  {what:<58} {med[key]:5.2f} x {base:<15} (information)")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"median": med, "rounds": rounds, "load": load}, f, indent=1)
     if failed and not a.no_fail:
-        print(f"speed guard: FAILED {', '.join(failed)}: below half of the goal (a large regression, "
-              "or a machine far busier than usual; rerun scripts/speed_guard.py to tell)", file=sys.stderr)
+        print(f"speed guard: FAILED {', '.join(failed)}: below half of the goal over {len(rounds)} rounds "
+              "(a large regression, or a machine far busier than usual; rerun scripts/speed_guard.py "
+              "to tell)", file=sys.stderr)
         return 1
     return 0
 

@@ -11,6 +11,8 @@
 //! - `gather_{1,2}t`: the baseline, a plain loop copying records at random
 //!   indices (drawn and turned into addresses beforehand, not timed) into a
 //!   4096-record buffer, on one thread and on two (alternate batches);
+//!   `gather_2t_read`: the same on two threads, each then summing every
+//!   8-byte word of the batch it gathered;
 //! - `loader_{0,1,2}t`: the loader with that many prefetch threads, the
 //!   consumer dropping each batch (`_read`: summing every 8-byte word of it);
 //! - `order_v1_ns`, `order_v2_ns`: nanoseconds per position to compute a
@@ -27,7 +29,8 @@
 //!
 //! With `--rounds R` every figure is measured R times, the rounds one after
 //! the other, and the median is printed, with the median over rounds of the
-//! ratio to the round's own baseline (`gather_2t`, or `memcpy_2t` for the
+//! ratio to the round's own baseline (`gather_2t`; `gather_2t_read` for
+//! the shuffled rows whose consumer reads every byte; `memcpy_2t` for the
 //! sequential rows): on a shared machine one round can be off by a factor
 //! of two, and a ratio within a round is steadier than either figure.
 
@@ -128,8 +131,16 @@ fn read_all(bytes: &[u8]) -> u64 {
     s
 }
 
-/// The plain baseline over `epochs` epochs of `n` records.
-fn gather(ds: &Dataset, idx: &[u64], batch: usize, threads: usize, epochs: u64) -> Rate {
+/// The plain baseline over `epochs` epochs of `n` records; with `read`,
+/// each thread then reads every byte of the batch it gathered (the same
+/// work as a loader whose consumer reads every byte).
+fn gather(
+    ds: &Dataset,
+    idx: &[u64],
+    batch: usize,
+    (threads, read): (usize, bool),
+    epochs: u64,
+) -> Rate {
     let stride = ds.stride();
     let n = idx.len();
     let batches = n.div_ceil(batch);
@@ -149,6 +160,9 @@ fn gather(ds: &Dataset, idx: &[u64], batch: usize, threads: usize, epochs: u64) 
                         let part = &recs[k * batch..((k + 1) * batch).min(n)];
                         for (dst, src) in buf.chunks_exact_mut(stride).zip(part) {
                             dst.copy_from_slice(src);
+                        }
+                        if read {
+                            black_box(read_all(&buf[..part.len() * stride]));
                         }
                         black_box(&buf);
                         k += threads;
@@ -314,6 +328,8 @@ fn main() {
     let baseline_of = |name: &str| {
         if name.starts_with("memcpy") || name.starts_with("seq_") {
             "memcpy_2t"
+        } else if name.ends_with("_read") {
+            "gather_2t_read"
         } else {
             "gather_2t"
         }
@@ -411,8 +427,12 @@ fn round(a: &Args, ds: &Dataset, idx: &[u64]) -> Round {
         orders.push((name.into(), best));
     }
     let mut results: Vec<(String, Rate)> = vec![
-        ("gather_1t".into(), gather(&ds, idx, batch, 1, a.epochs)),
-        ("gather_2t".into(), gather(&ds, idx, batch, 2, a.epochs)),
+        ("gather_1t".into(), gather(&ds, idx, batch, (1, false), a.epochs)),
+        ("gather_2t".into(), gather(&ds, idx, batch, (2, false), a.epochs)),
+        (
+            "gather_2t_read".into(),
+            gather(&ds, idx, batch, (2, true), a.epochs),
+        ),
     ];
     for threads in [0usize, 1, a.threads] {
         let l = Loader::new(&ds, config(a.batch, threads, 7)).unwrap_or_else(|e| panic!("{e}"));
