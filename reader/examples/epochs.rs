@@ -427,8 +427,14 @@ fn round(a: &Args, ds: &Dataset, idx: &[u64]) -> Round {
         orders.push((name.into(), best));
     }
     let mut results: Vec<(String, Rate)> = vec![
-        ("gather_1t".into(), gather(&ds, idx, batch, (1, false), a.epochs)),
-        ("gather_2t".into(), gather(&ds, idx, batch, (2, false), a.epochs)),
+        (
+            "gather_1t".into(),
+            gather(&ds, idx, batch, (1, false), a.epochs),
+        ),
+        (
+            "gather_2t".into(),
+            gather(&ds, idx, batch, (2, false), a.epochs),
+        ),
         (
             "gather_2t_read".into(),
             gather(&ds, idx, batch, (2, true), a.epochs),

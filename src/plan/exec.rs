@@ -60,7 +60,8 @@ pub struct SessionOptions {
 }
 
 /// A session configured for tessera: filters pushed into the Parquet
-/// decoder, a memory pool of `memory_limit` bytes with spilling, integer
+/// scans (pruning; row-level filtering where it pays, see the table
+/// provider), a memory pool of `memory_limit` bytes with spilling, integer
 /// overflow checked, and for chunk tasks joins oriented to keep input order.
 pub fn session(opts: &SessionOptions) -> Result<SessionContext, PlanError> {
     let mut config = SessionConfig::new()
@@ -69,7 +70,10 @@ pub fn session(opts: &SessionOptions) -> Result<SessionContext, PlanError> {
         .with_information_schema(false);
     {
         let o = config.options_mut();
-        o.execution.parquet.pushdown_filters = true;
+        // Row-level filtering inside the Parquet decoder is decided per
+        // scan (sources::table, `late_materialization`); off here, so that
+        // a scan without it still prunes row groups and pages by the filter.
+        o.execution.parquet.pushdown_filters = false;
         o.execution.parquet.reorder_filters = true;
         // One 64 KiB read at a file's end holds most footers. DataFusion's
         // default (512 KiB) fetches a small remote file whole just to read

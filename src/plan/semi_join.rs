@@ -8,7 +8,8 @@
 //! a hash table to keep 399 of them. [`PushSemiJoins`] moves such a join
 //! below an inner join (and a projection that only passes columns on) to
 //! the side that holds every column it reads, where it filters before the
-//! other joins run. `A JOIN B` restricted to rows whose `A` columns pass a
+//! other joins run, unless the other input of that join is filtered (see
+//! [`filtered`]). `A JOIN B` restricted to rows whose `A` columns pass a
 //! semi (or anti) join is `A` restricted that way, joined with `B`; a
 //! `NOT IN` anti join (null-aware: one NULL in the subquery empties it) is
 //! left where it is.
@@ -59,10 +60,10 @@ impl OptimizerRule for PushSemiJoins {
                 )?))
             }
             LogicalPlan::Join(j) if j.join_type == JoinType::Inner => {
-                if within(&reads, j.left.schema()) {
+                if within(&reads, j.left.schema()) && !filtered(&j.right) {
                     let left = rejoin(semi, Arc::clone(&j.left))?;
                     Some(with_inputs(j, Arc::new(left), Arc::clone(&j.right))?)
-                } else if within(&reads, j.right.schema()) {
+                } else if within(&reads, j.right.schema()) && !filtered(&j.left) {
                     let right = rejoin(semi, Arc::clone(&j.right))?;
                     Some(with_inputs(j, Arc::clone(&j.left), Arc::new(right))?)
                 } else {
@@ -92,6 +93,23 @@ fn left_columns(semi: &Join) -> Vec<Column> {
         );
     }
     cols.into_iter().cloned().collect()
+}
+
+/// True if `plan` filters rows somewhere: a `Filter`, a scan with filters
+/// pushed into it, or a limit. An inner join with such an input usually
+/// keeps fewer rows of its other side than it receives (TPC-H q21: one
+/// nation of 25 keeps 4% of the lineitems joined to suppliers), and a semi
+/// join above it then probes those few; below it, it would probe them all
+/// (q21 took 1.1-1.4 s that way, against 0.4-0.6 s above). An unfiltered
+/// input usually keeps or multiplies the rows (q18: orders joined to
+/// customers and lineitems), and the semi join goes below it.
+fn filtered(plan: &LogicalPlan) -> bool {
+    let here = match plan {
+        LogicalPlan::Filter(_) | LogicalPlan::Limit(_) => true,
+        LogicalPlan::TableScan(t) => !t.filters.is_empty() || t.fetch.is_some(),
+        _ => false,
+    };
+    here || plan.inputs().into_iter().any(filtered)
 }
 
 fn within(cols: &[Column], schema: &DFSchema) -> bool {
@@ -208,6 +226,35 @@ mod tests {
                 "TableScan: a projection=[k, x]",
                 "{sql}\n{plan}"
             );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_semi_join_stays_above_a_join_with_a_filtered_input() {
+        // `b.y < 100` keeps 10 of b's 60 rows: the join keeps 100 of a's
+        // 400, and the semi join probes those, not all of `a`.
+        let plain = SessionContext::new();
+        register(&plain);
+        let ctx = tessera_session();
+        register(&ctx);
+        for (sql, kind) in [
+            (
+                "SELECT a.x, b.y FROM a JOIN b ON a.k = b.k \
+                 WHERE b.y < 100 AND a.k IN (SELECT k FROM s) ORDER BY a.x",
+                "LeftSemi Join",
+            ),
+            (
+                "SELECT a.x, b.y FROM a JOIN b ON a.k = b.k \
+                 WHERE b.y < 100 AND NOT EXISTS (SELECT 1 FROM s WHERE s.k = a.k) ORDER BY a.x",
+                "LeftAnti Join",
+            ),
+        ] {
+            let (_, want) = run(&plain, sql).await;
+            let (plan, got) = run(&ctx, sql).await;
+            assert_eq!(got, want, "{sql}");
+            assert!(want.lines().count() > 10, "{sql}: {want}");
+            let left = left_input_of(&plan, kind);
+            assert!(!left.starts_with("TableScan"), "{sql}\n{plan}");
         }
     }
 

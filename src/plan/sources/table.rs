@@ -2,6 +2,8 @@
 //! file parts in a fixed order.
 
 use super::*;
+use datafusion::datasource::physical_plan::{FileSource, ParquetSource};
+use std::collections::HashSet;
 
 /// The table DataFusion scans: `groups[p]` is output partition `p`, read in
 /// order.
@@ -162,7 +164,12 @@ impl TableProvider for FilesTable {
             .with_table_partition_cols(self.table.partition_fields.clone())
             .build();
         let full_schema = Arc::clone(table_schema.table_schema());
-        let source = reader.file_source(table_schema);
+        let source = late_materialization(
+            reader.file_source(table_schema),
+            &full_schema,
+            projection,
+            filters,
+        );
         let mut total = sized(&full_schema, Precision::Inexact(0), Precision::Inexact(0));
         let file_groups = groups
             .into_iter()
@@ -207,6 +214,48 @@ impl TableProvider for FilesTable {
             .build();
         reader.create_physical_plan(state, config).await
     }
+}
+
+/// A Parquet scan filters rows inside the decoder (DataFusion's
+/// `pushdown_filters`: the filter's columns decoded first, the others only
+/// for the rows that pass) when it reads a variable-width column (text,
+/// bytes, lists, structs, maps) that its filters do not use: decoding those
+/// is what the row filter saves. When every such column is one the filter
+/// reads anyway, or there is none, the row filter costs more than it saves
+/// (the filter's columns are decoded twice, once to filter and once for
+/// the output): TPC-H q06 at SF 1 took 0.39-0.50 s with it and 0.19-0.25 s
+/// without. Either way the filter still prunes row groups and pages, and
+/// the rows that reach the query are the same.
+fn late_materialization(
+    source: Arc<dyn FileSource>,
+    schema: &Schema,
+    projection: Option<&Vec<usize>>,
+    filters: &[Expr],
+) -> Arc<dyn FileSource> {
+    let Some(parquet) = source.downcast_ref::<ParquetSource>() else {
+        return source;
+    };
+    let used: HashSet<&str> = filters
+        .iter()
+        .flat_map(|f| f.column_refs())
+        .map(|c| c.name.as_str())
+        .collect();
+    let all: Vec<usize>;
+    let read = match projection {
+        Some(p) => p,
+        None => {
+            all = (0..schema.fields().len()).collect();
+            &all
+        }
+    };
+    let saves = !filters.is_empty()
+        && read.iter().any(|&i| {
+            let f = schema.field(i);
+            !used.contains(f.name().as_str())
+                && !f.data_type().is_primitive()
+                && !matches!(f.data_type(), DataType::Boolean | DataType::Null)
+        });
+    Arc::new(parquet.clone().with_pushdown_filters(saves))
 }
 
 /// Statistics of `rows` and `bytes` (inexact: the planner sizes joins by
