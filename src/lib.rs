@@ -17,6 +17,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod accumulators;
+pub mod alloc;
 pub mod artifact;
 pub mod bench;
 pub mod build;

@@ -11,6 +11,11 @@ mod cli;
 use clap::Parser;
 use std::process::ExitCode;
 
+/// Large zeroed blocks are written, not mapped to the zero page
+/// (see `tessera::alloc`).
+#[global_allocator]
+static ALLOCATOR: tessera::alloc::Allocator = tessera::alloc::Allocator;
+
 fn main() -> ExitCode {
     tessera::build::exit_cleanly_on_abort();
     tessera::build::fit_address_space();
