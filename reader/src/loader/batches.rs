@@ -8,6 +8,7 @@ use crate::cache::PlanHandle;
 use crate::error::{Error, Result};
 use crate::order::Cursor;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 
 /// The batches of one epoch for one rank, in order. Dropping it stops the
@@ -16,6 +17,13 @@ pub struct Batches {
     job: Arc<Job>,
     pool: Arc<BufPool>,
     queues: Vec<Receiver<Result<Batch>>>,
+    /// Per thread, the next of its batches no one has started.
+    claims: Vec<Arc<AtomicU64>>,
+    /// The consumer builds a batch whose thread has not started it rather
+    /// than wait.
+    help: bool,
+    /// Batches the consumer built ahead while it waited.
+    stash: Vec<(u64, Result<Batch>)>,
     handles: Vec<JoinHandle<()>>,
     next: u64,
     total: u64,
@@ -41,7 +49,7 @@ impl Batches {
     pub(super) fn spawn(
         job: Arc<Job>,
         pool: Arc<BufPool>,
-        threads: usize,
+        (threads, help): (usize, bool),
         (depth, capped): (usize, bool),
         total: u64,
         cursor: Cursor,
@@ -49,19 +57,24 @@ impl Batches {
     ) -> Batches {
         let mut queues = Vec::with_capacity(threads);
         let mut handles = Vec::with_capacity(threads);
-        // Thread t builds its batches t, t + T, ... in order.
-        for t in 0..threads {
+        let claims: Vec<Arc<AtomicU64>> = (0..threads)
+            .map(|t| Arc::new(AtomicU64::new(t as u64)))
+            .collect();
+        // Thread t builds its batches t, t + T, ... in order, each unless
+        // the consumer claimed it first.
+        for (t, claim) in claims.iter().enumerate() {
             // At the full depth a thread builds one batch while `depth - 1`
             // wait in its queue; a capped one waits for room in a queue of
             // `depth` before it takes a buffer and builds.
             let (tx, rx) = handoff(if capped { depth } else { depth - 1 });
             let job = Arc::clone(&job);
             let pool = Arc::clone(&pool);
+            let claim = Arc::clone(claim);
             let spawned = std::thread::Builder::new()
                 .name(format!("tessera-prefetch-{t}"))
                 .spawn(move || {
                     let steps = (t as u64, threads as u64, total);
-                    produce(&job, &pool, steps, capped, tx)
+                    produce(&job, &pool, steps, capped, &claim, tx)
                 });
             match spawned {
                 Ok(h) => {
@@ -82,6 +95,9 @@ impl Batches {
             job,
             pool,
             queues,
+            claims,
+            help,
+            stash: Vec::new(),
             handles,
             next: 0,
             total,
@@ -170,12 +186,13 @@ impl Batches {
 }
 
 impl Batches {
-    /// Batch `j` from its thread's queue, waiting for it if need be, or
-    /// made here when it is borrowed from the map.
-    ///
-    /// The consumer does not build batches while threads are running (it
-    /// once built one instead of waiting, which made `threads = T` run
-    /// `T + 1` builders, and two threads on two cores slower than one).
+    /// Batch `j`: built here before, queued by its thread, made here when
+    /// it is borrowed from the map, or waited for. While it is not queued
+    /// and `help` is set (the threads leave the consumer a core, see
+    /// `fit_cores`), the consumer builds the earliest batch no thread has
+    /// started, `j` or one after it, instead of waiting. (A consumer that
+    /// built while `T` threads had all the cores made `T + 1` builders,
+    /// and two threads on two cores slower than one.)
     fn take(&mut self, j: u64) -> Result<Batch> {
         // Borrowed from the map: nothing to build, and a hand-off would
         // cost more than making it here (the threads skip these).
@@ -183,6 +200,43 @@ impl Batches {
             return self.job.build(j, &self.pool, &mut self.scratch);
         }
         let q = (j % self.queues.len() as u64) as usize;
+        if let Some(at) = self.stash.iter().position(|(k, _)| *k == j) {
+            return self.stash.swap_remove(at).1;
+        }
+        if self.help {
+            let step = self.queues.len() as u64;
+            loop {
+                if let Some(b) = self.queues[q].try_recv() {
+                    return b;
+                }
+                if self.stash.len() >= STASH {
+                    break;
+                }
+                // The earliest batch no thread has started: build it here
+                // instead of waiting.
+                let Some((t, k)) = self
+                    .claims
+                    .iter()
+                    .enumerate()
+                    .map(|(t, c)| (t, c.load(Ordering::Acquire)))
+                    .filter(|&(_, k)| k < self.total)
+                    .min_by_key(|&(_, k)| k)
+                else {
+                    break;
+                };
+                if self.claims[t]
+                    .compare_exchange(k, k + step, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    continue;
+                }
+                let b = self.job.build(k, &self.pool, &mut self.scratch);
+                if k == j {
+                    return b;
+                }
+                self.stash.push((k, b));
+            }
+        }
         match self.queues[q].recv() {
             Some(b) => b,
             // A thread can only vanish by panicking, which is a bug here,
@@ -191,6 +245,9 @@ impl Batches {
         }
     }
 }
+
+/// Batches the consumer builds ahead at most while it waits.
+const STASH: usize = 2;
 
 impl Iterator for Batches {
     type Item = Batch;

@@ -10,6 +10,7 @@ use crate::layout::RecordLayout;
 use crate::mixture::{MixScratch, Mixture};
 use crate::order::{EpochOrder, Schedule};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Everything needed to build any batch of one epoch on one rank.
 pub(super) struct Job {
@@ -172,28 +173,43 @@ pub(super) struct Scratch {
 }
 
 /// Prefetch thread `t` of `step`: builds batches `t, t + step, ...` below
-/// `total`, in order, into its queue. With `wait_first` it waits for room
-/// in the queue before building each batch (so its batches in flight are
-/// at most the queue's capacity), otherwise only before queueing it.
+/// `total`, in order, into its queue, each one it claims first (`claim`
+/// holds the next of them nobody has started; the consumer may claim and
+/// build one itself, see `Batches::take`). With `wait_first` it waits for
+/// room in the queue before building each batch (so its batches in flight
+/// are at most the queue's capacity), otherwise only before queueing it.
 pub(super) fn produce(
     job: &Job,
     pool: &Arc<BufPool>,
     (t, step, total): (u64, u64, u64),
     wait_first: bool,
+    claim: &AtomicU64,
     tx: Sender<Result<Batch>>,
 ) {
     let mut scratch = Scratch::default();
-    let mut j = t;
-    while j < total {
-        // A borrowed batch is the consumer's to make (see `Batches::take`).
-        if !job.borrows(j) {
-            if wait_first && !tx.wait_room() {
-                return; // the consumer went away
-            }
-            if tx.send(job.build(j, pool, &mut scratch)).is_err() {
-                return;
-            }
+    loop {
+        let j = claim.load(Ordering::Acquire);
+        if j >= total {
+            return;
         }
-        j += step;
+        debug_assert_eq!(j % step, t);
+        // A borrowed batch is the consumer's to make (see `Batches::take`).
+        if job.borrows(j) {
+            let _ = claim.compare_exchange(j, j + step, Ordering::AcqRel, Ordering::Acquire);
+            continue;
+        }
+        if wait_first && !tx.wait_room() {
+            return; // the consumer went away
+        }
+        // The consumer may have taken this batch while the thread waited.
+        if claim
+            .compare_exchange(j, j + step, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            continue;
+        }
+        if tx.send(job.build(j, pool, &mut scratch)).is_err() {
+            return;
+        }
     }
 }

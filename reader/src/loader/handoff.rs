@@ -133,6 +133,19 @@ impl<T> Receiver<T> {
     }
 }
 
+impl<T> Receiver<T> {
+    /// The next item if one is queued, without waiting.
+    pub(super) fn try_recv(&self) -> Option<T> {
+        let h = &self.0;
+        let mut s = h.lock();
+        let item = s.items.pop_front()?;
+        if s.items.len() <= h.low && std::mem::take(&mut s.producer_waiting) {
+            h.room.notify_one();
+        }
+        Some(item)
+    }
+}
+
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
         let h = &self.0;

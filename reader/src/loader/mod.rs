@@ -1,17 +1,23 @@
 //! The prefetching batch iterator.
 //!
 //! Batch `k` of a rank's epoch is a pure function of `(seed, epoch, k)` and the
-//! configuration. With `threads = T >= 1`, batch `k` is built by thread
-//! `k mod T` (assigned ahead of time, not taken from a shared queue), each
-//! thread pushes its batches in increasing `k` into its own bounded queue,
-//! and the consumer pops queue `k mod T` for batch `k`, waiting when it is
-//! empty. The consumer builds nothing itself, so `T` threads never compete
-//! with a `T + 1`-th builder for the cores (with `T = 0` it builds every
-//! batch); it only makes the batches that need no building, those borrowed
-//! from the memory map (zero-copy sequential batches inside one shard),
-//! which the threads skip. The sequence of batches is therefore the same for
-//! any thread count and any prefetch depth; timing only changes how long the
-//! consumer waits.
+//! configuration. With `threads = T >= 1`, batch `k` is assigned to thread
+//! `k mod T`, which builds its batches in increasing `k` into its own bounded
+//! queue; the consumer pops queue `k mod T` for batch `k`. Each thread has a
+//! claim counter, the next of its batches nobody has started: the thread
+//! advances it before it builds one, and so may the consumer. When the
+//! batch the consumer needs is not queued, it builds the earliest batch
+//! nobody has started (at most two ahead of the one it needs)
+//! rather than wait, but only when the threads leave it a core: the threads
+//! and a building consumer never outnumber the cores ([`fit_cores`]), so
+//! `threads` beyond `cores - 1` are not started, and a consumer with
+//! `cores - 1` threads or fewer builds while it would wait (one that keeps
+//! up with a training step never waits, and builds nothing). With `T = 0`
+//! the consumer builds every batch. Batches borrowed from the memory map
+//! (zero-copy sequential batches inside one shard) are always the
+//! consumer's; the threads skip them. Whoever builds batch `k`, it is the
+//! same bytes: the sequence of batches is the same for any thread count,
+//! core count and prefetch depth; timing only changes who builds what.
 //!
 //! - this module: the configuration and the [`Loader`], which knows the
 //!   order and hands each epoch to
@@ -181,6 +187,28 @@ pub(crate) fn busy_threads(threads: usize, batch_bytes: u64, budget: u64) -> usi
         .min(threads)
 }
 
+/// The cores this process may run on (1 when that cannot be told).
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Prefetch threads to start out of `busy`, and whether the consumer builds
+/// batches while it waits, on `cores` cores: the threads and a consumer
+/// that builds never outnumber the cores. With fewer threads than cores the
+/// consumer builds a batch no thread has started whenever the one it needs
+/// is not ready (it would only wait otherwise); with as many threads as
+/// cores it only takes batches, and more threads than cores are not started
+/// (each would only take its turn on a core and add a hand-off).
+pub(crate) fn fit_cores(busy: usize, cores: usize) -> (usize, bool) {
+    let cores = cores.max(1);
+    let busy = if busy >= cores {
+        (cores - 1).max(1)
+    } else {
+        busy
+    };
+    (busy, busy > 0 && busy < cores)
+}
+
 /// Batches each of `threads` prefetch threads may hold in flight (queued,
 /// or being built): `prefetch + 1`, or as many as fit the budget
 /// ([`in_flight_bytes`]) with batches of `batch_bytes`, but at least 1.
@@ -207,8 +235,10 @@ pub struct Loader {
     pool: Arc<BufPool>,
     /// Batches each prefetch thread may hold in flight ([`depth`]).
     depth: usize,
-    /// Prefetch threads started ([`busy_threads`]).
+    /// Prefetch threads started ([`busy_threads`], [`fit_cores`]).
     busy: usize,
+    /// Whether the consumer builds batches while it waits ([`fit_cores`]).
+    help: bool,
 }
 
 /// What a loader reads: one dataset view, or a mixture of several.
@@ -245,7 +275,7 @@ impl Source {
 impl Loader {
     /// Checks the configuration against the dataset.
     pub fn new(ds: &Dataset, cfg: LoaderConfig) -> Result<Self> {
-        Self::from_source(Source::Set(ds.clone()), cfg, in_flight_bytes())
+        Self::from_source(Source::Set(ds.clone()), cfg, in_flight_bytes(), cores())
     }
 
     /// A loader over a mixture: its epochs, batches, ranks, workers and
@@ -268,7 +298,12 @@ impl Loader {
                 mixture.shuffle()
             )));
         }
-        Self::from_source(Source::Mix(Arc::new(mixture)), cfg, in_flight_bytes())
+        Self::from_source(
+            Source::Mix(Arc::new(mixture)),
+            cfg,
+            in_flight_bytes(),
+            cores(),
+        )
     }
 
     /// The same loader over another mixture with the same epoch length
@@ -295,8 +330,8 @@ impl Loader {
     }
 
     /// The loader of `source`, its prefetch threads and depth fitted to
-    /// `budget` bytes in flight.
-    fn from_source(source: Source, cfg: LoaderConfig, budget: u64) -> Result<Self> {
+    /// `budget` bytes in flight and to `cores` cores.
+    fn from_source(source: Source, cfg: LoaderConfig, budget: u64, cores: usize) -> Result<Self> {
         let schedule = Schedule::new(
             source.len(),
             cfg.batch_size,
@@ -352,7 +387,7 @@ impl Loader {
                 )));
             }
         };
-        let busy = busy_threads(cfg.threads, buf_bytes, budget);
+        let (busy, help) = fit_cores(busy_threads(cfg.threads, buf_bytes, budget), cores);
         let depth = depth(busy, cfg.prefetch, buf_bytes, budget);
         let pool = BufPool::new(busy.max(1) * depth + 2);
         Ok(Loader {
@@ -363,6 +398,7 @@ impl Loader {
             pool,
             depth,
             busy,
+            help,
         })
     }
 
@@ -518,7 +554,7 @@ impl Loader {
         Batches::spawn(
             job,
             Arc::clone(&self.pool),
-            threads,
+            (threads, self.help),
             (self.depth, capped),
             total,
             cursor,

@@ -1,7 +1,9 @@
 //! The cap on batches in flight: the depth rule, the pool it sizes, and
 //! that a capped depth changes no batch.
 
-use super::{IN_FLIGHT_BYTES, Loader, LoaderConfig, Source, busy_threads, depth, parse_cache_size};
+use super::{
+    IN_FLIGHT_BYTES, Loader, LoaderConfig, Source, busy_threads, depth, fit_cores, parse_cache_size,
+};
 use crate::dataset::Dataset;
 use crate::dtype::DType;
 use crate::layout::{FieldSpec, RecordLayout};
@@ -141,7 +143,7 @@ fn the_pool_holds_threads_times_depth_plus_two() {
             last_batch: LastBatch::Partial,
             ..Default::default()
         };
-        let l = Loader::from_source(Source::Set(ds.clone()), cfg, IN_FLIGHT_BYTES).unwrap();
+        let l = Loader::from_source(Source::Set(ds.clone()), cfg, IN_FLIGHT_BYTES, 64).unwrap();
         assert_eq!(l.busy, want_busy, "threads {threads} batch {batch}");
         assert_eq!(l.depth, want_depth, "threads {threads} batch {batch}");
         let want_cap = want_busy.max(1) * want_depth + 2;
@@ -172,7 +174,7 @@ fn large_batches_are_capped_and_unchanged() {
                 threads,
                 ..cfg.clone()
             };
-            let l = Loader::from_source(Source::Set(ds.clone()), cfg, IN_FLIGHT_BYTES).unwrap();
+            let l = Loader::from_source(Source::Set(ds.clone()), cfg, IN_FLIGHT_BYTES, 64).unwrap();
             assert_eq!((l.busy, l.depth), (want_busy, want_depth));
             assert!(l.depth <= l.cfg.prefetch, "the depth is capped");
             assert_eq!(batches(&l, 3), reference, "threads {threads}");
@@ -226,6 +228,68 @@ fn a_capped_depth_changes_no_batch() {
                 let whole: Vec<_> = l.epoch(1).map(|b| b.bytes().to_vec()).collect();
                 assert_eq!([head, tail].concat(), whole, "threads {threads} depth {d}");
             }
+        }
+    }
+}
+
+#[test]
+fn threads_and_a_building_consumer_never_outnumber_the_cores() {
+    // (threads asked, cores) -> (threads started, consumer builds)
+    for (busy, cores, want) in [
+        (0, 2, (0, false)),
+        (1, 2, (1, true)),
+        (2, 2, (1, true)),
+        (8, 2, (1, true)),
+        (1, 1, (1, false)),
+        (2, 1, (1, false)),
+        (2, 4, (2, true)),
+        (3, 4, (3, true)),
+        (4, 4, (3, true)),
+        (6, 4, (3, true)),
+        (2, 0, (1, false)),
+    ] {
+        assert_eq!(
+            fit_cores(busy, cores),
+            want,
+            "{busy} threads, {cores} cores"
+        );
+    }
+}
+
+#[test]
+fn a_consumer_that_builds_while_it_waits_changes_no_batch() {
+    // Threads on 2 and on 64 cores (the consumer builds whenever its batch
+    // is not ready), a fast and a slow consumer: every batch as without
+    // threads, in order.
+    let (_dir, ds) = write_set(5_000, 24);
+    for shuffle in [true, false] {
+        let base = LoaderConfig {
+            batch_size: 96,
+            shuffle,
+            seed: 11,
+            threads: 0,
+            ..Default::default()
+        };
+        let plain = Loader::new(&ds, base.clone()).unwrap();
+        let reference = batches(&plain, 2);
+        let want: Vec<Vec<u8>> = plain.epoch(1).map(|b| b.bytes().to_vec()).collect();
+        for (threads, cores) in [(1, 2), (2, 2), (3, 2), (1, 64), (2, 64), (5, 64)] {
+            let cfg = LoaderConfig {
+                threads,
+                ..base.clone()
+            };
+            let l =
+                Loader::from_source(Source::Set(ds.clone()), cfg, IN_FLIGHT_BYTES, cores).unwrap();
+            assert!(l.help, "threads {threads} cores {cores}");
+            assert_eq!(batches(&l, 2), reference, "threads {threads} cores {cores}");
+            // A consumer slower than the threads: they run ahead, it builds
+            // nothing, and takes the same batches.
+            let mut slow = Vec::new();
+            for b in l.epoch(1) {
+                std::thread::sleep(std::time::Duration::from_micros(300));
+                slow.push(b.bytes().to_vec());
+            }
+            assert_eq!(slow, want, "slow consumer, threads {threads} cores {cores}");
         }
     }
 }
