@@ -187,6 +187,19 @@ mod tests {
         )
     }
 
+    /// `sql`'s optimized plan in a tessera session and its answer, which
+    /// must equal plain DataFusion's.
+    async fn plan_and_answer(sql: &str) -> (String, String) {
+        let plain = SessionContext::new();
+        register(&plain);
+        let ctx = tessera_session();
+        register(&ctx);
+        let (_, want) = run(&plain, sql).await;
+        let (plan, got) = run(&ctx, sql).await;
+        assert_eq!(got, want, "{sql}");
+        (plan, want)
+    }
+
     /// The line after the first `kind` join: its left input.
     fn left_input_of(plan: &str, kind: &str) -> String {
         let mut lines = plan.lines().skip_while(|l| !l.contains(kind));
@@ -196,10 +209,6 @@ mod tests {
 
     #[tokio::test]
     async fn semi_and_anti_joins_move_to_the_input_they_filter() {
-        let plain = SessionContext::new();
-        register(&plain);
-        let ctx = tessera_session();
-        register(&ctx);
         for (sql, kind) in [
             (
                 "SELECT a.x, b.y FROM a JOIN b ON a.k = b.k \
@@ -217,9 +226,7 @@ mod tests {
                 "LeftAnti Join",
             ),
         ] {
-            let (_, want) = run(&plain, sql).await;
-            let (plan, got) = run(&ctx, sql).await;
-            assert_eq!(got, want, "{sql}");
+            let (plan, want) = plan_and_answer(sql).await;
             assert!(want.lines().count() > 10, "{sql}: {want}");
             assert_eq!(
                 left_input_of(&plan, kind),
@@ -233,10 +240,6 @@ mod tests {
     async fn a_semi_join_stays_above_a_join_with_a_filtered_input() {
         // `b.y < 100` keeps 10 of b's 60 rows: the join keeps 100 of a's
         // 400, and the semi join probes those, not all of `a`.
-        let plain = SessionContext::new();
-        register(&plain);
-        let ctx = tessera_session();
-        register(&ctx);
         for (sql, kind) in [
             (
                 "SELECT a.x, b.y FROM a JOIN b ON a.k = b.k \
@@ -249,9 +252,7 @@ mod tests {
                 "LeftAnti Join",
             ),
         ] {
-            let (_, want) = run(&plain, sql).await;
-            let (plan, got) = run(&ctx, sql).await;
-            assert_eq!(got, want, "{sql}");
+            let (plan, want) = plan_and_answer(sql).await;
             assert!(want.lines().count() > 10, "{sql}: {want}");
             let left = left_input_of(&plan, kind);
             assert!(!left.starts_with("TableScan"), "{sql}\n{plan}");
@@ -261,15 +262,9 @@ mod tests {
     #[tokio::test]
     async fn a_not_in_stays_above_the_join() {
         // `s` holds a NULL, so NOT IN keeps no row at all.
-        let plain = SessionContext::new();
-        register(&plain);
-        let ctx = tessera_session();
-        register(&ctx);
         let sql = "SELECT a.x, b.y FROM a JOIN b ON a.k = b.k \
                    WHERE a.k NOT IN (SELECT k FROM s) ORDER BY a.x";
-        let (_, want) = run(&plain, sql).await;
-        let (plan, got) = run(&ctx, sql).await;
-        assert_eq!(got, want);
+        let (plan, _) = plan_and_answer(sql).await;
         assert!(
             !left_input_of(&plan, "LeftAnti Join").starts_with("TableScan: a"),
             "{plan}"

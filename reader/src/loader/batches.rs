@@ -194,15 +194,17 @@ impl Batches {
     /// built while `T` threads had all the cores made `T + 1` builders,
     /// and two threads on two cores slower than one.)
     fn take(&mut self, j: u64) -> Result<Batch> {
+        // First: built here while an earlier batch was awaited (borrowed
+        // ones too, so that none is left in the stash).
+        if let Some(at) = self.stash.iter().position(|(k, _)| *k == j) {
+            return self.stash.swap_remove(at).1;
+        }
         // Borrowed from the map: nothing to build, and a hand-off would
         // cost more than making it here (the threads skip these).
         if self.job.borrows(j) {
             return self.job.build(j, &self.pool, &mut self.scratch);
         }
         let q = (j % self.queues.len() as u64) as usize;
-        if let Some(at) = self.stash.iter().position(|(k, _)| *k == j) {
-            return self.stash.swap_remove(at).1;
-        }
         if self.help {
             let step = self.queues.len() as u64;
             loop {

@@ -52,6 +52,16 @@ pub(super) fn handoff<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
 }
 
 impl<T> Handoff<T> {
+    /// The first queued item, waking a thread that waits for room once the
+    /// queue has drained to `low`.
+    fn pop(&self, s: &mut HandoffState<T>) -> Option<T> {
+        let item = s.items.pop_front()?;
+        if s.items.len() <= self.low && std::mem::take(&mut s.producer_waiting) {
+            self.room.notify_one();
+        }
+        Some(item)
+    }
+
     fn lock(&self) -> MutexGuard<'_, HandoffState<T>> {
         // The state stays consistent across a panic (each update is one
         // field), so a poisoned lock is still good to use.
@@ -118,10 +128,7 @@ impl<T> Receiver<T> {
         let h = &self.0;
         let mut s = h.lock();
         loop {
-            if let Some(item) = s.items.pop_front() {
-                if s.items.len() <= h.low && std::mem::take(&mut s.producer_waiting) {
-                    h.room.notify_one();
-                }
+            if let Some(item) = h.pop(&mut s) {
                 return Some(item);
             }
             if s.producer_gone {
@@ -137,12 +144,7 @@ impl<T> Receiver<T> {
     /// The next item if one is queued, without waiting.
     pub(super) fn try_recv(&self) -> Option<T> {
         let h = &self.0;
-        let mut s = h.lock();
-        let item = s.items.pop_front()?;
-        if s.items.len() <= h.low && std::mem::take(&mut s.producer_waiting) {
-            h.room.notify_one();
-        }
-        Some(item)
+        h.pop(&mut h.lock())
     }
 }
 

@@ -201,11 +201,7 @@ fn cores() -> usize {
 /// (each would only take its turn on a core and add a hand-off).
 pub(crate) fn fit_cores(busy: usize, cores: usize) -> (usize, bool) {
     let cores = cores.max(1);
-    let busy = if busy >= cores {
-        (cores - 1).max(1)
-    } else {
-        busy
-    };
+    let busy = busy.min((cores - 1).max(1));
     (busy, busy > 0 && busy < cores)
 }
 

@@ -240,14 +240,9 @@ fn late_materialization(
         .flat_map(|f| f.column_refs())
         .map(|c| c.name.as_str())
         .collect();
-    let all: Vec<usize>;
-    let read = match projection {
-        Some(p) => p,
-        None => {
-            all = (0..schema.fields().len()).collect();
-            &all
-        }
-    };
+    let read = projection
+        .cloned()
+        .unwrap_or_else(|| (0..schema.fields().len()).collect());
     let saves = !filters.is_empty()
         && read.iter().any(|&i| {
             let f = schema.field(i);
