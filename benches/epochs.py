@@ -5,9 +5,13 @@ Writes (once, under --dir) an 800k-record set of 160-byte Criteo-like records
 and three component sets of the same total size, then measures, each over
 --epochs whole epochs (epoch starts included), batch 4096:
 
-  gather_2t         a plain two-thread loop gathering random records into a
-                    4096-record buffer (Rust, the baseline every ratio uses)
+  gather_2t         a plain two-thread loop gathering the records of a random
+                    permutation into a 4096-record buffer (Rust, the baseline
+                    every ratio uses: like an epoch, every record once)
   gather_1t         the same on one thread
+  gather_2t_iid     the loop over independent random draws instead (a third
+                    repeat a record that may still be cached: faster than an
+                    epoch can be on a set near the cache's size)
   rust_loader       the Rust loader, 2 prefetch threads
   tessera_bench     `tessera bench --shuffle --threads 2` (if the compiler binary is found)
   python_loader     the Python loader, threads=2
@@ -143,6 +147,7 @@ def measure(a: Any, single: str, comps: List[str], parts: List[int]) -> Tuple[Di
     order_ns = {r["name"]: r["ns_per_position"] for r in rows if "ns_per_position" in r}
     res["gather_1t"] = rust["gather_1t"]
     res["gather_2t"] = rust["gather_2t"]
+    res["gather_2t_iid"] = rust["gather_2t_iid"]
     res["rust_loader"] = rust["loader_2t"]
     res["rust_loader_read"] = rust["loader_2t_read"]
     res["rust_single(mix ref)"] = rust["single_2t"]

@@ -10,17 +10,26 @@ JPEG files and the same core:
         `img.draft("RGB", (224, 224))` (libjpeg-turbo's DCT scaling, decoding
         at 1/2, 1/4 or 1/8 size), then `ImageOps.fit(img, (224, 224),
         BILINEAR)` and `np.asarray`, one process, one image after another;
-    (c) Pillow without draft (full decode), for reference.
+    (c) Pillow without draft (full decode), for reference;
+    (d) the same decode without the build around it: `ds.transform` of the
+        same Parquet rows (the serving path, the build's decoding code) on
+        one thread (RAYON_NUM_THREADS=1), best of two passes: what (b)
+        measures, as (b) writes nothing.
   Reported per input size (480p = 640x480, and 1280x720), with the ratio
   (a)/(b). The bar: (a) >= 2x (b) per core; libjpeg-turbo's single-core
   full decode of 480p is about 635 images/s as a reference point.
 
   shuffled reading of the built 224x224x3 records (150,536-byte records):
     reader/examples/epochs.rs on the built set: the Rust loader with 0, 1
-    and 2 prefetch threads (`loader_Nt`, and `loader_Nt_read`, whose
-    consumer reads every byte) against the plain 2-thread loop gathering
-    random records into a batch buffer (`gather_2t`) over the same bytes.
-    The bar: >= 0.9.
+    and 2 prefetch threads (`loader_Nt`) against the plain 2-thread loop
+    gathering the records of a random permutation into a batch buffer
+    (`gather_2t`: like an epoch, every record once), and `loader_Nt_read`,
+    whose consumer reads every byte, against the same loop with each
+    thread reading the batch it gathered (`gather_2t_read`). The bar:
+    >= 0.9. The loop over independent random draws (`gather_2t_iid`, where
+    a third of the draws repeat a record that may still be cached; the 300
+    MB set is near this machine's cache size) is printed with the loaders'
+    ratios to it.
 
     python benches/images.py                 # 480p and 720p, 600 images each
     python benches/images.py --images 1200 --sizes 640x480
@@ -100,6 +109,31 @@ def tessera_rate(binary: str, work: str, data: List[bytes], threads: int) -> Tup
     return len(data) / wall, report["path"], report["seconds"]
 
 
+def parquet_of(path: str) -> str:
+    """The Parquet file the build at `path` (a cache entry under
+    WORK/tmpXXX/cache/) was made from."""
+    return os.path.join(os.path.dirname(os.path.dirname(path)), "photos.parquet")
+
+
+def serving_rate(path: str, parquet: str) -> float:
+    """Images per second of `ds.transform` (the serving path: decode, orient,
+    fit; the build's code without the build around it) on one thread, in a
+    child process started with RAYON_NUM_THREADS=1."""
+    code = (
+        "import sys, time, pyarrow.parquet as pq, tessera\n"
+        "ds = tessera.open(sys.argv[1]); rows = pq.read_table(sys.argv[2])\n"
+        "ds.transform(rows.slice(0, 20))\n"
+        "best = 0.0\n"
+        "for _ in range(2):\n"
+        "    t = time.perf_counter(); ds.transform(rows); best = max(best, rows.num_rows / (time.perf_counter() - t))\n"
+        "print(best)\n"
+    )
+    env = dict(os.environ, RAYON_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", code, path, parquet], check=True, capture_output=True, text=True,
+                         env=env)
+    return float(out.stdout.strip())
+
+
 def pillow_rate(data: List[bytes], draft: bool) -> float:
     from PIL import Image, ImageOps
 
@@ -114,10 +148,10 @@ def pillow_rate(data: List[bytes], draft: bool) -> float:
     return len(data) / (time.perf_counter() - t)
 
 
-def epochs_figures(exe: str, path: str, epochs: int, batch: int) -> Dict[str, float]:
+def epochs_figures(exe: str, path: str, epochs: int, batch: int) -> Dict[str, Dict[str, object]]:
     out = subprocess.run([exe, path, "--epochs", str(epochs), "--batch", str(batch), "--rounds", "3", "--json"],
                          check=True, capture_output=True, text=True).stdout
-    return {r["name"]: r["samples_per_sec"] for r in json.loads(out) if "samples_per_sec" in r}
+    return {r["name"]: r for r in json.loads(out) if "samples_per_sec" in r}
 
 
 def main() -> int:
@@ -146,7 +180,8 @@ def main() -> int:
             mean_kb = sum(map(len, data)) / len(data) / 1024
             pillow_rate(data[:20], True)  # warm
             p_draft = pillow_rate(data, True)
-            t1, _, secs = tessera_rate(args.binary, work, data, 1)
+            t1, built, secs = tessera_rate(args.binary, work, data, 1)
+            serve = serving_rate(built, parquet_of(built))
             p_full = pillow_rate(data, False)
             p_draft2 = pillow_rate(data, True)
             p_draft = max(p_draft, p_draft2)
@@ -154,7 +189,9 @@ def main() -> int:
             print(f"  (a) tessera build --threads 1 : {t1:8.0f} images/s (whole build; stages {json.dumps({k: round(v, 2) for k, v in secs.items()})})")
             print(f"  (b) Pillow, draft mode        : {p_draft:8.0f} images/s (best of two passes)")
             print(f"  (c) Pillow, full decode       : {p_full:8.0f} images/s")
-            print(f"  (a)/(b) = {t1 / p_draft:.2f}   (a)/(c) = {t1 / p_full:.2f}")
+            print(f"  (d) tessera ds.transform      : {serve:8.0f} images/s (decode + fit only, one thread, "
+                  "best of two passes)")
+            print(f"  (a)/(b) = {t1 / p_draft:.2f}   (a)/(c) = {t1 / p_full:.2f}   (d)/(b) = {serve / p_draft:.2f}")
         # Shuffled reading of 224x224x3 records.
         data = jpegs((640, 480), args.read_images)
         _, path, _ = tessera_rate(args.binary, work, data, 2)
@@ -163,12 +200,15 @@ def main() -> int:
                   file=sys.stderr)
             return 2
         r = epochs_figures(args.epochs_bin, path, args.read_epochs, 64)
-        g = r["gather_2t"]
         print(f"shuffled reading, {args.read_images} records of 224x224x3 + id, batch 64, {args.read_epochs} epochs, "
-              "median of 3 rounds:")
-        for k in ("gather_1t", "gather_2t", "loader_0t", "loader_0t_read", "loader_1t", "loader_1t_read",
-                  "loader_2t", "loader_2t_read"):
-            print(f"  {k:15s} {r[k]:10.0f} records/s  ({r[k] * 150536 / 2**30:.2f} GiB/s)  ratio to gather_2t {r[k] / g:.2f}")
+              "medians of 3 rounds (each ratio taken within its round):")
+        iid = r["gather_2t_iid"]["samples_per_sec"]
+        for k in ("gather_1t", "gather_2t", "gather_2t_read", "gather_2t_iid", "loader_0t", "loader_0t_read",
+                  "loader_1t", "loader_1t_read", "loader_2t", "loader_2t_read"):
+            rate = float(r[k]["samples_per_sec"])  # type: ignore[arg-type]
+            extra = f", {rate / iid:.2f} x gather_2t_iid" if k.startswith("loader") and not k.endswith("_read") else ""
+            print(f"  {k:15s} {rate:10.0f} records/s  ({rate * 150536 / 2**30:5.2f} GiB/s)  "
+                  f"{r[k]['ratio']:.2f} x {r[k]['baseline']}{extra}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"load: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")

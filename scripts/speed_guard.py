@@ -17,8 +17,12 @@ f32), batch 4096, written once under --dir:
 
   shuffled    the Rust loader (2 threads) and the Python loader
               (threads=2) against the plain 2-thread loop that gathers
-              random records into a batch buffer (`gather_2t`, from
-              reader/examples/epochs.rs); `tessera bench --read` (its
+              the records of a random permutation into a batch buffer
+              (`gather_2t`, from reader/examples/epochs.rs: like an epoch
+              it reads every record once; against the loop over
+              independent random draws, `gather_2t_iid`, whose repeated
+              records may still be cached, the ratios are printed too);
+              `tessera bench --read` (its
               epochs after three untimed ones of the same process), whose
               consumer reads every byte of every batch, against the same
               loop with each thread reading every byte of the batch it
@@ -95,6 +99,8 @@ INFO = {
     "python_views_over_copy": ("Python loader, sequential, copy=False (views of the map)", "numpy_copy"),
     "rust_loader_2t_read": ("Rust loader, shuffled, 2 threads, reading every byte", "gather_2t_read"),
     "tessera_bench_read_over_gather": ("tessera bench --shuffle --threads 2 --read", "gather_2t"),
+    "rust_shuffled_2t_over_iid": ("Rust loader, shuffled, 2 threads", "gather_2t_iid"),
+    "python_shuffled_2t_over_iid": ("Python loader, shuffled, threads=2", "gather_2t_iid"),
     "rust_sequential_over_memcpy_2t": ("Rust loader, sequential, 2 threads, reading every byte", "memcpy_2t"),
 }
 
@@ -252,6 +258,7 @@ def main() -> int:
         rust = rust_round(a.epochs_bin, path, a.epochs)
         g2, g2r, m2 = rust["gather_2t"], rust["gather_2t_read"], rust["memcpy_2t"]
         r["rust_shuffled_2t"] = rust["loader_2t"] / g2
+        r["rust_shuffled_2t_over_iid"] = rust["loader_2t"] / rust["gather_2t_iid"]
         r["rust_loader_2t_read"] = rust["loader_2t_read"] / g2r
         r["rust_threads_2_over_1"] = rust["loader_2t"] / rust["loader_1t"]
         r["rust_sequential_2t"] = rust["seq_loader_2t_read"] / rust["memcpy_1t"]
@@ -263,6 +270,7 @@ def main() -> int:
         p2 = python_loader(ds, a.epochs, True, 2)
         p1 = python_loader(ds, a.epochs, True, 1)
         r["python_shuffled_2t"] = p2 / g2
+        r["python_shuffled_2t_over_iid"] = p2 / rust["gather_2t_iid"]
         r["python_threads_2_over_1"] = p2 / p1
         seq = python_loader(ds, a.epochs, False, 2)
         seq0 = python_loader(ds, a.epochs, False, 0)
@@ -277,6 +285,7 @@ def main() -> int:
             r["build"] = build.baseline_seconds() / build.tessera_seconds()
         # Absolute rates, for the record.
         r["gather_2t_per_sec"], r["memcpy_2t_per_sec"] = g2, m2
+        r["gather_2t_iid_per_sec"] = rust["gather_2t_iid"]
         r["python_shuffled_per_sec"], r["python_sequential_per_sec"] = p2, seq
         return r
 
@@ -300,7 +309,8 @@ def main() -> int:
           f"medians of {len(rounds)} rounds"
           f"{f' ({extra} added after a check fell below its floor)' if extra else ''}, {os.cpu_count()} CPUs, load average {load[0]:.2f} "
           f"({time.perf_counter() - t0:.1f} s)")
-    print(f"  baselines: gather_2t {med['gather_2t_per_sec'] / 1e6:.1f} M samples/s, "
+    print(f"  baselines: gather_2t {med['gather_2t_per_sec'] / 1e6:.1f} M samples/s "
+          f"(gather_2t_iid {med['gather_2t_iid_per_sec'] / 1e6:.1f}), "
           f"memcpy_2t {med['memcpy_2t_per_sec'] / 1e6:.1f} M samples/s")
     failed = []
     for key, (what, base, goal) in CHECKS.items():

@@ -8,11 +8,16 @@
 //!
 //! Every figure covers whole shuffled epochs, epoch start included:
 //!
-//! - `gather_{1,2}t`: the baseline, a plain loop copying records at random
-//!   indices (drawn and turned into addresses beforehand, not timed) into a
-//!   4096-record buffer, on one thread and on two (alternate batches);
+//! - `gather_{1,2}t`: the baseline, a plain loop copying the records of a
+//!   random permutation (drawn and turned into addresses beforehand, not
+//!   timed) into a 4096-record buffer, on one thread and on two (alternate
+//!   batches): like an epoch, it reads every record once;
 //!   `gather_2t_read`: the same on two threads, each then summing every
-//!   8-byte word of the batch it gathered;
+//!   8-byte word of the batch it gathered; `gather_2t_iid`: two threads
+//!   over independent random draws instead of a permutation (the baseline
+//!   before 2026-11-29: a third of the draws repeat a record, which may
+//!   still be cached, so on a set near the cache's size it is faster than
+//!   any epoch can be);
 //! - `loader_{0,1,2}t`: the loader with that many prefetch threads, the
 //!   consumer dropping each batch (`_read`: summing every 8-byte word of it);
 //! - `order_v1_ns`, `order_v2_ns`: nanoseconds per position to compute a
@@ -295,15 +300,23 @@ fn main() {
             .map(|i| ds.record(i).map_or(0, |r| r[0]))
             .fold(0u8, u8::wrapping_add),
     );
+    // The baseline's indices: a random permutation (Fisher-Yates over
+    // xorshift), so that like an epoch it reads every record once; and, for
+    // `gather_2t_iid`, as many independent draws (about a third of them
+    // repeat a record, and a repeat may still be in the cache).
     let mut x = 0x5eed_u64;
-    let idx: Vec<u64> = (0..ds.len())
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % ds.len()
-        })
-        .collect();
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut idx: Vec<u64> = (0..ds.len()).collect();
+    for i in (1..idx.len()).rev() {
+        idx.swap(i, (next() % (i as u64 + 1)) as usize);
+    }
+    let iid: Vec<u64> = (0..ds.len()).map(|_| next() % ds.len()).collect();
+    let idx = (idx, iid);
     if let Some(threads) = a.only {
         // With --sequential: the sequential loader, reading every byte.
         let cfg = LoaderConfig {
@@ -399,7 +412,7 @@ fn main() {
 type Round = (Vec<(String, f64)>, Vec<(String, Rate)>);
 
 /// One round of every figure (see [`Round`]).
-fn round(a: &Args, ds: &Dataset, idx: &[u64]) -> Round {
+fn round(a: &Args, ds: &Dataset, (idx, iid): &(Vec<u64>, Vec<u64>)) -> Round {
     let ds = ds.clone();
     let batch = a.batch as usize;
     let mut orders: Vec<(String, f64)> = Vec::new();
@@ -438,6 +451,10 @@ fn round(a: &Args, ds: &Dataset, idx: &[u64]) -> Round {
         (
             "gather_2t_read".into(),
             gather(&ds, idx, batch, (2, true), a.epochs),
+        ),
+        (
+            "gather_2t_iid".into(),
+            gather(&ds, iid, batch, (2, false), a.epochs),
         ),
     ];
     for threads in [0usize, 1, a.threads] {

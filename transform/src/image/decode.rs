@@ -11,6 +11,7 @@
 //!   image without alpha gets 255 for 4 channels;
 //! - CMYK and YCCK JPEGs are converted to RGB by the JPEG decoder.
 
+use super::jpeg::Jpeg;
 use super::{ImageStep, Layout};
 use ::image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader, Limits};
 use std::io::Cursor;
@@ -58,26 +59,25 @@ fn sniff(bytes: &[u8]) -> Result<ImageFormat, String> {
 pub fn decode_into(step: &ImageStep, bytes: &[u8], out: &mut [u8]) -> Result<(), String> {
     debug_assert_eq!(out.len(), step.value_bytes());
     let format = sniff(bytes)?;
+    let c = usize::from(step.channels);
+    if format == ImageFormat::Jpeg {
+        let jpeg = Jpeg::header(bytes)?;
+        check_size(step, "JPEG", jpeg.size)?;
+        check_jpeg_complete(bytes)?;
+        return jpeg.pixels(|raw, from, w, h| {
+            if from == c {
+                place(step, raw, w, h, out)
+            } else {
+                place(step, &convert(raw, from, c), w, h, out)
+            }
+        });
+    }
     let what = format!("{format:?}").to_uppercase();
     let reader = ImageReader::with_format(Cursor::new(bytes), format);
     let mut decoder = reader
         .into_decoder()
         .map_err(|e| format!("cannot read the {what} header: {e}"))?;
-    let (w, h) = decoder.dimensions();
-    let pixels = u64::from(w) * u64::from(h);
-    if pixels > step.max_pixels {
-        return Err(format!(
-            "the {what} declares {w}x{h} = {pixels} pixels, more than max_pixels ({}); refused \
-             before decoding (raise max_pixels if the image is genuine)",
-            step.max_pixels
-        ));
-    }
-    if pixels == 0 {
-        return Err(format!("the {what} declares an empty size {w}x{h}"));
-    }
-    if format == ImageFormat::Jpeg {
-        check_jpeg_complete(bytes)?;
-    }
+    check_size(step, &what, decoder.dimensions())?;
     // A second guard: no decoder allocates more than the largest declared
     // image needs (16-bit RGBA), whatever its header said.
     let mut limits = Limits::default();
@@ -92,13 +92,35 @@ pub fn decode_into(step: &ImageStep, bytes: &[u8], out: &mut [u8]) -> Result<(),
         .map_err(|e| format!("cannot decode the {what}: {e}"))?;
     img.apply_orientation(orientation);
     let (w, h) = (img.width(), img.height());
+    place(step, &to_channels(img, c), w, h, out)
+}
+
+/// Refuses an image whose declared size is empty or more than the step's
+/// `max_pixels`, before anything is decoded.
+fn check_size(step: &ImageStep, what: &str, (w, h): (u32, u32)) -> Result<(), String> {
+    let pixels = u64::from(w) * u64::from(h);
+    if pixels > step.max_pixels {
+        return Err(format!(
+            "the {what} declares {w}x{h} = {pixels} pixels, more than max_pixels ({}); refused \
+             before decoding (raise max_pixels if the image is genuine)",
+            step.max_pixels
+        ));
+    }
+    if pixels == 0 {
+        return Err(format!("the {what} declares an empty size {w}x{h}"));
+    }
+    Ok(())
+}
+
+/// The `w x h` image `src` (interleaved, the step's channels) fitted into
+/// `out` in the step's layout.
+fn place(step: &ImageStep, src: &[u8], w: u32, h: u32, out: &mut [u8]) -> Result<(), String> {
     let c = usize::from(step.channels);
-    let src = to_channels(img, c);
     match step.layout {
-        Layout::Hwc => super::resize::fit(step, &src, w, h, out),
+        Layout::Hwc => super::resize::fit(step, src, w, h, out),
         Layout::Chw => {
             let mut hwc = vec![0u8; out.len()];
-            super::resize::fit(step, &src, w, h, &mut hwc)?;
+            super::resize::fit(step, src, w, h, &mut hwc)?;
             let plane = out.len() / c;
             for (p, px) in hwc.chunks_exact(c).enumerate() {
                 for (k, &v) in px.iter().enumerate() {
@@ -114,16 +136,23 @@ pub fn decode_into(step: &ImageStep, bytes: &[u8], out: &mut [u8]) -> Result<(),
 /// start-of-scan: the JPEG decoder fills a truncated scan with grey rather
 /// than failing, and a truncated file is an error here.
 fn check_jpeg_complete(bytes: &[u8]) -> Result<(), String> {
-    let last_sos = bytes.windows(2).rposition(|p| p == [0xFF, 0xDA]);
-    let eoi = bytes.windows(2).rposition(|p| p == [0xFF, 0xD9]);
-    match (last_sos, eoi) {
-        (Some(s), Some(e)) if e > s => Ok(()),
-        (None, _) => Err("the JPEG has no image data (no start-of-scan marker)".into()),
-        _ => Err(format!(
+    let marker = |m: u8| move |p: &[u8]| p == [0xFF, m];
+    // The last end-of-image marker is found from the end (it is the last
+    // two bytes of a whole file); then no start-of-scan may follow it and
+    // one must come before it (searched from the start: the first scan
+    // follows the headers), which is "the last scan ends with the image".
+    let eoi = bytes.windows(2).rposition(marker(0xD9));
+    let (head, tail) = bytes.split_at(eoi.unwrap_or(bytes.len()));
+    if !head.windows(2).any(marker(0xDA)) && !tail.windows(2).any(marker(0xDA)) {
+        return Err("the JPEG has no image data (no start-of-scan marker)".into());
+    }
+    if eoi.is_none() || tail.windows(2).any(marker(0xDA)) {
+        return Err(format!(
             "the JPEG is truncated: its {} bytes end before the end-of-image marker",
             bytes.len()
-        )),
+        ));
     }
+    Ok(())
 }
 
 /// The image as 8-bit samples of `c` channels, interleaved.
@@ -236,6 +265,40 @@ mod tests {
         };
         decode_into(&s, &bytes, &mut chw).expect("decode");
         assert_eq!(chw, [0, 1, 2, 0, 1, 2, 0, 0, 0, 1, 1, 1, 7, 7, 7, 7, 7, 7]);
+    }
+
+    #[test]
+    fn a_jpeg_must_end_its_last_scan_with_the_image() {
+        let mut whole = Vec::new();
+        ::image::codecs::jpeg::JpegEncoder::new_with_quality(&mut whole, 90)
+            .encode(&[7u8; 16 * 8 * 3], 16, 8, ::image::ExtendedColorType::Rgb8)
+            .expect("encode");
+        assert_eq!(check_jpeg_complete(&whole), Ok(()));
+        let cut = &whole[..whole.len() - 3];
+        assert!(check_jpeg_complete(cut).unwrap_err().contains("truncated"));
+        // An end-of-image marker before a scan (an embedded thumbnail's)
+        // does not make a cut file whole.
+        let mut thumb_then_cut = whole[..whole.len() - 2].to_vec();
+        thumb_then_cut.splice(2..2, [0xFF, 0xD9]);
+        let sos = whole
+            .windows(2)
+            .position(|p| p == [0xFF, 0xDA])
+            .expect("a scan");
+        assert!(sos > 2);
+        assert!(
+            check_jpeg_complete(&thumb_then_cut)
+                .unwrap_err()
+                .contains("truncated")
+        );
+        let sos_free: Vec<u8> = whole[..sos].iter().chain(&[0xFF, 0xD9]).copied().collect();
+        assert!(
+            check_jpeg_complete(&sos_free)
+                .unwrap_err()
+                .contains("no image data")
+        );
+        let mut out = vec![0; 12];
+        let e = decode_into(&step(2, 2, 3), cut, &mut out).unwrap_err();
+        assert!(e.contains("truncated"), "{e}");
     }
 
     #[test]

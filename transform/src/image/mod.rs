@@ -10,6 +10,7 @@
 //! implementation the compiler and the serving path share.
 
 pub mod decode;
+mod jpeg;
 pub mod resize;
 pub mod rows;
 
