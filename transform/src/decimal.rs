@@ -77,6 +77,34 @@ pub fn ratio_to_f64(sum: i256, count: u64, scale: i8) -> Option<f64> {
     if count == 0 {
         return None;
     }
+    small_ratio(sum, count, scale).or_else(|| Some(ratio_by_digits(sum, count, scale)))
+}
+
+/// [`ratio_to_f64`] when the numerator and the denominator of the average
+/// (`|sum|` and `count * 10^scale`, or `|sum| * 10^-scale` and `count`)
+/// are both at most 2^53: each is then a double exactly, and IEEE division
+/// rounds their quotient correctly, to the same double as the long
+/// division. Most averages take this path (a long division costs two
+/// 128-bit divisions per digit).
+fn small_ratio(sum: i256, count: u64, scale: i8) -> Option<f64> {
+    const EXACT: u128 = 1 << 53;
+    let s = sum.to_i128()?;
+    let n = s.unsigned_abs();
+    let power = 10u128.checked_pow(u32::from(scale.unsigned_abs()))?;
+    let (num, den) = if scale >= 0 {
+        (n, u128::from(count).checked_mul(power)?)
+    } else {
+        (n.checked_mul(power)?, u128::from(count))
+    };
+    if num > EXACT || den > EXACT || den == 0 {
+        return None;
+    }
+    let q = num as f64 / den as f64;
+    Some(if s < 0 { -q } else { q })
+}
+
+/// [`ratio_to_f64`] by long division (see there), `count > 0`.
+fn ratio_by_digits(sum: i256, count: u64, scale: i8) -> f64 {
     let negative = sum < i256::ZERO;
     let magnitude = sum.wrapping_abs();
     let divisor = i256::from_i128(i128::from(count));
@@ -105,7 +133,7 @@ pub fn ratio_to_f64(sum: i256, count: u64, scale: i8) -> Option<f64> {
         text.push('1');
     }
     text.push_str(&format!("e{}", -i32::from(scale)));
-    Some(text.parse().unwrap_or(f64::NAN))
+    text.parse().unwrap_or(f64::NAN)
 }
 
 /// A decimal array as doubles, each correctly rounded; `None` when `arr` is
@@ -142,6 +170,42 @@ pub fn array_to_f64(arr: &ArrayRef) -> Option<Float64Array> {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    #[test]
+    fn the_quick_average_is_the_long_division_s() {
+        // Sums, counts and scales around the 2^53 limits of the quick path,
+        // and quotients that end, repeat, and lie near rounding midpoints.
+        let mut x = 0x2545_F491_4F6C_DD1D_u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut quick = 0;
+        for i in 0..200_000u64 {
+            let bits = next() % 56;
+            let sum = (next() >> (64 - bits.max(1))) as i128 * if i % 2 == 0 { 1 } else { -1 };
+            let count = (next() >> (next() % 64)).max(1);
+            let scale = (next() % 24) as i8 - 6;
+            let wide = i256::from_i128(sum);
+            let slow = ratio_by_digits(wide, count, scale);
+            let got = ratio_to_f64(wide, count, scale).expect("count > 0");
+            assert_eq!(
+                got.to_bits(),
+                slow.to_bits(),
+                "{sum} / {count} at scale {scale}"
+            );
+            quick += usize::from(small_ratio(wide, count, scale).is_some());
+        }
+        // Both paths were taken.
+        assert!(quick > 20_000 && quick < 190_000, "{quick} quick");
+        let edge = i256::from_i128(1 << 53);
+        assert_eq!(small_ratio(edge, 1, 0), Some(9007199254740992.0));
+        assert_eq!(small_ratio(edge + i256::ONE, 1, 0), None);
+        assert_eq!(small_ratio(i256::ONE, 1 << 53, 1), None);
+        assert_eq!(small_ratio(i256::MAX, 1, 0), None);
+    }
 
     /// The nearest double by the standard library's parser of the decimal
     /// text (an independent path from the fast one).
