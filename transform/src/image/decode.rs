@@ -143,10 +143,11 @@ fn check_jpeg_complete(bytes: &[u8]) -> Result<(), String> {
     // follows the headers), which is "the last scan ends with the image".
     let eoi = bytes.windows(2).rposition(marker(0xD9));
     let (head, tail) = bytes.split_at(eoi.unwrap_or(bytes.len()));
-    if !head.windows(2).any(marker(0xDA)) && !tail.windows(2).any(marker(0xDA)) {
+    let scan_after = tail.windows(2).any(marker(0xDA));
+    if !scan_after && !head.windows(2).any(marker(0xDA)) {
         return Err("the JPEG has no image data (no start-of-scan marker)".into());
     }
-    if eoi.is_none() || tail.windows(2).any(marker(0xDA)) {
+    if eoi.is_none() || scan_after {
         return Err(format!(
             "the JPEG is truncated: its {} bytes end before the end-of-image marker",
             bytes.len()
@@ -157,26 +158,30 @@ fn check_jpeg_complete(bytes: &[u8]) -> Result<(), String> {
 
 /// The image as 8-bit samples of `c` channels, interleaved.
 fn to_channels(img: DynamicImage, c: usize) -> Vec<u8> {
-    // 16-bit and float images to 8 bits first, keeping their channels.
+    match samples(img) {
+        (from, raw) if from == c => raw,
+        (from, raw) => convert(&raw, from, c),
+    }
+}
+
+/// The image's 8-bit interleaved samples and their channel count (1 grey,
+/// 2 grey+alpha, 3 RGB, 4 RGBA): 16-bit samples as round(v / 257), keeping
+/// their channels; any other type as RGBA.
+pub(super) fn samples(img: DynamicImage) -> (usize, Vec<u8>) {
     let img = match img {
-        DynamicImage::ImageLuma8(_)
-        | DynamicImage::ImageLumaA8(_)
-        | DynamicImage::ImageRgb8(_)
-        | DynamicImage::ImageRgba8(_) => img,
         DynamicImage::ImageLuma16(b) => gray16(b.width(), b.height(), b.into_raw(), 1),
         DynamicImage::ImageLumaA16(b) => gray16(b.width(), b.height(), b.into_raw(), 2),
         DynamicImage::ImageRgb16(b) => gray16(b.width(), b.height(), b.into_raw(), 3),
         DynamicImage::ImageRgba16(b) => gray16(b.width(), b.height(), b.into_raw(), 4),
-        other => DynamicImage::ImageRgba8(other.to_rgba8()),
+        other => other,
     };
-    let (src_c, raw) = match img {
+    match img {
         DynamicImage::ImageLuma8(b) => (1, b.into_raw()),
         DynamicImage::ImageLumaA8(b) => (2, b.into_raw()),
         DynamicImage::ImageRgb8(b) => (3, b.into_raw()),
         DynamicImage::ImageRgba8(b) => (4, b.into_raw()),
         other => (4, other.to_rgba8().into_raw()),
-    };
-    convert(&raw, src_c, c)
+    }
 }
 
 /// 16-bit samples to 8-bit as round(v / 257), as an image of `c` channels.
@@ -185,14 +190,17 @@ fn gray16(w: u32, h: u32, raw: Vec<u16>, c: usize) -> DynamicImage {
         .iter()
         .map(|&v| ((u32::from(v) * 255 + 32767) / 65535) as u8)
         .collect();
-    let fallback = || DynamicImage::new_rgba8(w, h);
+    from_samples(w, h, bytes, c).unwrap_or_else(|| DynamicImage::new_rgba8(w, h))
+}
+
+/// `w x h` interleaved 8-bit samples of `c` channels as an image; `None`
+/// when their number does not match.
+pub(super) fn from_samples(w: u32, h: u32, bytes: Vec<u8>, c: usize) -> Option<DynamicImage> {
     match c {
-        1 => ::image::GrayImage::from_raw(w, h, bytes).map_or_else(fallback, DynamicImage::from),
-        2 => {
-            ::image::GrayAlphaImage::from_raw(w, h, bytes).map_or_else(fallback, DynamicImage::from)
-        }
-        3 => ::image::RgbImage::from_raw(w, h, bytes).map_or_else(fallback, DynamicImage::from),
-        _ => ::image::RgbaImage::from_raw(w, h, bytes).map_or_else(fallback, DynamicImage::from),
+        1 => ::image::GrayImage::from_raw(w, h, bytes).map(DynamicImage::from),
+        2 => ::image::GrayAlphaImage::from_raw(w, h, bytes).map(DynamicImage::from),
+        3 => ::image::RgbImage::from_raw(w, h, bytes).map(DynamicImage::from),
+        _ => ::image::RgbaImage::from_raw(w, h, bytes).map(DynamicImage::from),
     }
 }
 

@@ -6,8 +6,8 @@
 //! each thread keeps, instead of a fresh allocation whose pages fault in
 //! for every image. A test checks the pixels equal `image`'s.
 
+use super::decode::{from_samples, samples};
 use ::image::metadata::Orientation;
-use ::image::{DynamicImage, GrayAlphaImage, GrayImage, RgbImage, RgbaImage};
 use std::cell::RefCell;
 use zune_core::bytestream::ZCursor;
 use zune_core::colorspace::ColorSpace;
@@ -105,15 +105,12 @@ impl<'a> Jpeg<'a> {
             if orientation == Orientation::NoTransforms {
                 return f(&buf, c, w, h);
             }
-            let mut img = as_image(buf, c, w, h)?;
+            let mut img = from_samples(w, h, buf, c).ok_or_else(|| {
+                format!("the JPEG decoded to the wrong number of bytes for {w}x{h}")
+            })?;
             img.apply_orientation(orientation);
             let (w, h) = (img.width(), img.height());
-            let (c, raw) = match img {
-                DynamicImage::ImageLuma8(b) => (1, b.into_raw()),
-                DynamicImage::ImageLumaA8(b) => (2, b.into_raw()),
-                DynamicImage::ImageRgb8(b) => (3, b.into_raw()),
-                other => (4, other.to_rgba8().into_raw()),
-            };
+            let (c, raw) = samples(img);
             return f(&raw, c, w, h);
         }
         PIXELS.with(|cell| {
@@ -135,22 +132,11 @@ impl<'a> Jpeg<'a> {
     }
 }
 
-/// Decoded samples as an `image` buffer of their channel count.
-fn as_image(buf: Vec<u8>, c: usize, w: u32, h: u32) -> Result<DynamicImage, String> {
-    let img = match c {
-        1 => GrayImage::from_raw(w, h, buf).map(DynamicImage::from),
-        2 => GrayAlphaImage::from_raw(w, h, buf).map(DynamicImage::from),
-        3 => RgbImage::from_raw(w, h, buf).map(DynamicImage::from),
-        _ => RgbaImage::from_raw(w, h, buf).map(DynamicImage::from),
-    };
-    img.ok_or_else(|| format!("the JPEG decoded to the wrong number of bytes for {w}x{h}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use ::image::codecs::jpeg::JpegEncoder;
-    use ::image::{ExtendedColorType, ImageDecoder, ImageReader};
+    use ::image::{DynamicImage, ExtendedColorType, ImageDecoder, ImageReader};
     use std::io::Cursor;
 
     /// A JPEG of `w x h` with `c` channels (1 or 3) of a smooth pattern.
